@@ -1,0 +1,327 @@
+//! Context-Aware Process Killer (seed 000 §4.3), and the stock lmkd-like
+//! order it is compared against.
+//!
+//! Candidates are background apps only: never the foreground app, never a
+//! protected or system process, never the daemon itself. AppFlow orders them
+//! by net freed memory ΔM = M_current − M_relaunch (what a kill frees for
+//! good, since a relaunch needs M_relaunch again) and defers apps used within
+//! the recency window: they are killed last, only when nothing else is left.
+
+use crate::reason::Reason;
+use serde::{Deserialize, Serialize};
+
+/// Killer parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KillerConfig {
+    /// Apps used within this window are deferred, ms. Default 30 min: 92.5 %
+    /// of apps are re-accessed within 30 minutes (seed 000 §2.2.3).
+    pub recency_window_ms: u64,
+    /// When an app's relaunch footprint is unknown, assume this fraction of
+    /// its current footprint. Default 1/1.4: background apps grow 30-50 %
+    /// over their post-launch baseline (§4.3).
+    pub unknown_relaunch_fraction: f64,
+    /// Kill only when available memory is below this fraction of the domain.
+    pub trigger_avail_fraction: f64,
+    /// ... and reclaim cannot keep up: anonymous share of used memory above this,
+    pub trigger_anon_share: f64,
+    /// ... or the memory-pressure stall (PSI some avg10, %) above this.
+    pub trigger_psi_some_avg10: f64,
+    /// After a kill, wait this long for memory to come back before another, ms.
+    pub settle_ms: u64,
+}
+
+impl Default for KillerConfig {
+    fn default() -> Self {
+        Self {
+            recency_window_ms: 30 * 60 * 1000,
+            unknown_relaunch_fraction: 1.0 / 1.4,
+            trigger_avail_fraction: 0.05,
+            trigger_anon_share: 0.66,
+            trigger_psi_some_avg10: 20.0,
+            settle_ms: 500,
+        }
+    }
+}
+
+/// A process the killer may consider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// Process id (the caller holds a pidfd for it).
+    pub pid: u32,
+    /// App it belongs to.
+    pub app: String,
+    /// M_current: resident + swapped bytes now.
+    pub current_bytes: u64,
+    /// M_relaunch: footprint right after its last launch, if recorded.
+    pub relaunch_bytes: Option<u64>,
+    /// Last time the app was in the foreground, caller's ms clock.
+    pub last_used_ms: u64,
+    /// The app in the foreground.
+    pub foreground: bool,
+    /// Protected or system process (configured lists).
+    pub protected: bool,
+    /// The daemon itself.
+    pub is_self: bool,
+    /// oom_score_adj (used by the stock order).
+    pub oom_score_adj: i32,
+}
+
+/// A candidate as ranked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ranked {
+    /// Index into the caller's candidates.
+    pub index: usize,
+    /// ΔM in bytes (may be negative).
+    pub net_freed_bytes: i64,
+    /// Used within the recency window.
+    pub recent: bool,
+}
+
+/// The killer's decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KillDecision {
+    /// Index of the victim, if any.
+    pub victim: Option<usize>,
+    /// Why.
+    pub reason: Reason,
+    /// ΔM of the victim.
+    pub net_freed_bytes: i64,
+}
+
+/// Why a candidate is not eligible, if it is not.
+pub fn exclusion(c: &Candidate) -> Option<Reason> {
+    if c.is_self {
+        Some(Reason::ExcludedSelf)
+    } else if c.foreground {
+        Some(Reason::ExcludedForeground)
+    } else if c.protected {
+        Some(Reason::ExcludedProtected)
+    } else {
+        None
+    }
+}
+
+/// ΔM for a candidate.
+pub fn net_freed_bytes(cfg: &KillerConfig, c: &Candidate) -> i64 {
+    let relaunch = c
+        .relaunch_bytes
+        .unwrap_or((c.current_bytes as f64 * cfg.unknown_relaunch_fraction) as u64);
+    c.current_bytes as i64 - relaunch as i64
+}
+
+/// Eligible candidates in kill order: non-recent by ΔM (largest first), then
+/// recent ones by ΔM. Ties go to the least recently used, then the lower pid.
+pub fn rank(cfg: &KillerConfig, now_ms: u64, cands: &[Candidate]) -> Vec<Ranked> {
+    let mut out: Vec<Ranked> = cands
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| exclusion(c).is_none())
+        .map(|(index, c)| Ranked {
+            index,
+            net_freed_bytes: net_freed_bytes(cfg, c),
+            recent: now_ms.saturating_sub(c.last_used_ms) < cfg.recency_window_ms,
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        a.recent
+            .cmp(&b.recent)
+            .then(b.net_freed_bytes.cmp(&a.net_freed_bytes))
+            .then(
+                cands[a.index]
+                    .last_used_ms
+                    .cmp(&cands[b.index].last_used_ms),
+            )
+            .then(cands[a.index].pid.cmp(&cands[b.index].pid))
+    });
+    out
+}
+
+/// AppFlow's choice: the first in [`rank`] order.
+pub fn choose_victim(cfg: &KillerConfig, now_ms: u64, cands: &[Candidate]) -> KillDecision {
+    match rank(cfg, now_ms, cands).first() {
+        Some(r) => KillDecision {
+            victim: Some(r.index),
+            reason: if r.recent {
+                Reason::KillRecentLastResort
+            } else {
+                Reason::KillHighestNetFreed
+            },
+            net_freed_bytes: r.net_freed_bytes,
+        },
+        None => KillDecision {
+            victim: None,
+            reason: Reason::KillNoCandidate,
+            net_freed_bytes: 0,
+        },
+    }
+}
+
+/// The stock lmkd-like choice: highest oom_score_adj, then least recently used.
+pub fn choose_victim_lru(cfg: &KillerConfig, cands: &[Candidate]) -> KillDecision {
+    let best = cands
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| exclusion(c).is_none())
+        .max_by(|(_, a), (_, b)| {
+            a.oom_score_adj
+                .cmp(&b.oom_score_adj)
+                .then(b.last_used_ms.cmp(&a.last_used_ms))
+                .then(b.pid.cmp(&a.pid))
+        });
+    match best {
+        Some((i, c)) => KillDecision {
+            victim: Some(i),
+            reason: Reason::KillLruByAdj,
+            net_freed_bytes: net_freed_bytes(cfg, c),
+        },
+        None => KillDecision {
+            victim: None,
+            reason: Reason::KillNoCandidate,
+            net_freed_bytes: 0,
+        },
+    }
+}
+
+/// Inputs of the kill trigger.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PressureState {
+    /// Caller's ms clock.
+    pub now_ms: u64,
+    /// Available memory in the domain, bytes.
+    pub avail_bytes: u64,
+    /// The domain's memory, bytes.
+    pub total_bytes: u64,
+    /// Anonymous bytes in the domain.
+    pub anon_bytes: u64,
+    /// File-backed bytes in the domain.
+    pub file_bytes: u64,
+    /// PSI memory "some" avg10, percent (0 if unavailable).
+    pub psi_some_avg10: f64,
+    /// Time of the last kill, if any.
+    pub last_kill_ms: Option<u64>,
+}
+
+/// Whether to kill now: only when reclaim cannot keep up (SPEC §3.4).
+pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reason> {
+    if let Some(t) = p.last_kill_ms {
+        if p.now_ms.saturating_sub(t) < cfg.settle_ms {
+            return Err(Reason::KillWaitingForMemory);
+        }
+    }
+    let low = (p.avail_bytes as f64) < cfg.trigger_avail_fraction * p.total_bytes as f64;
+    let used = (p.anon_bytes + p.file_bytes).max(1) as f64;
+    let anon_bound = p.anon_bytes as f64 / used > cfg.trigger_anon_share;
+    let stalled = p.psi_some_avg10 > cfg.trigger_psi_some_avg10;
+    if low && (anon_bound || stalled) {
+        Ok(Reason::KillHighestNetFreed)
+    } else {
+        Err(Reason::KillNotNeeded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MIB;
+    use proptest::prelude::*;
+
+    fn cand(pid: u32, cur_mib: u64, relaunch_mib: u64, last_used_ms: u64) -> Candidate {
+        Candidate {
+            pid,
+            app: format!("app{pid}"),
+            current_bytes: cur_mib * MIB,
+            relaunch_bytes: Some(relaunch_mib * MIB),
+            last_used_ms,
+            foreground: false,
+            protected: false,
+            is_self: false,
+            oom_score_adj: 900,
+        }
+    }
+
+    #[test]
+    fn orders_by_net_freed_not_size() {
+        let cfg = KillerConfig::default();
+        let now = 100 * 60 * 1000;
+        // Fig. 12a: a 1200 MB app that needs 1100 MB again frees 100 MB for
+        // good; a 600 MB app bloated from 300 MB frees 300 MB.
+        let c = vec![cand(1, 1200, 1100, 0), cand(2, 600, 300, 0)];
+        let d = choose_victim(&cfg, now, &c);
+        assert_eq!(d.victim, Some(1));
+        assert_eq!(d.reason, Reason::KillHighestNetFreed);
+        assert_eq!(d.net_freed_bytes, 300 * MIB as i64);
+        // The stock order would take the least recently used (equal adj).
+        let mut c2 = c.clone();
+        c2[1].last_used_ms = 10;
+        assert_eq!(choose_victim_lru(&cfg, &c2).victim, Some(0));
+    }
+
+    #[test]
+    fn recent_apps_are_deferred() {
+        let cfg = KillerConfig::default();
+        let now = 100 * 60 * 1000;
+        let c = vec![cand(1, 2000, 100, now - 1000), cand(2, 400, 300, 0)];
+        assert_eq!(choose_victim(&cfg, now, &c).victim, Some(1));
+        let only_recent = vec![cand(1, 2000, 100, now - 1000)];
+        let d = choose_victim(&cfg, now, &only_recent);
+        assert_eq!(
+            (d.victim, d.reason),
+            (Some(0), Reason::KillRecentLastResort)
+        );
+    }
+
+    #[test]
+    fn trigger_needs_low_memory_and_anon_dominance_or_stall() {
+        let cfg = KillerConfig::default();
+        let mut p = PressureState {
+            now_ms: 10_000,
+            avail_bytes: 100 * MIB,
+            total_bytes: 6000 * MIB,
+            anon_bytes: 4000 * MIB,
+            file_bytes: 500 * MIB,
+            psi_some_avg10: 0.0,
+            last_kill_ms: None,
+        };
+        assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
+        p.last_kill_ms = Some(9_900);
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillWaitingForMemory));
+        p.last_kill_ms = None;
+        p.file_bytes = 4000 * MIB;
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+        p.psi_some_avg10 = 50.0;
+        assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
+    }
+
+    proptest! {
+        #[test]
+        fn never_picks_foreground_protected_or_self(
+            procs in prop::collection::vec(
+                (0u64..4000, 0u64..4000, 0u64..10_000_000, any::<bool>(), any::<bool>(), any::<bool>(), -1000i32..1000),
+                0..30),
+            now in 0u64..20_000_000,
+        ) {
+            let cfg = KillerConfig::default();
+            let cands: Vec<Candidate> = procs.iter().enumerate().map(|(i, p)| Candidate {
+                pid: i as u32 + 1,
+                app: format!("a{i}"),
+                current_bytes: p.0 * MIB,
+                relaunch_bytes: Some(p.1 * MIB),
+                last_used_ms: p.2,
+                foreground: p.3,
+                protected: p.4,
+                is_self: p.5,
+                oom_score_adj: p.6,
+            }).collect();
+            for d in [choose_victim(&cfg, now, &cands), choose_victim_lru(&cfg, &cands)] {
+                match d.victim {
+                    Some(i) => {
+                        let c = &cands[i];
+                        prop_assert!(!c.foreground && !c.protected && !c.is_self);
+                    }
+                    None => prop_assert!(cands.iter().all(|c| exclusion(c).is_some())),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! The mechanisms the policies drive, as small traits. Each has a live Linux
+//! implementation (`appflow-linux`), a simulated one (`appflow-sim`) and the
+//! recording fakes below (for tests). Every live implementation also has a
+//! dry-run mode that decides and logs but changes nothing.
+
+use crate::preload::FileSpan;
+use crate::reason::Reason;
+use crate::reclaim::ReclaimMode;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// A mechanism's failure. Never fatal to the caller: it logs and degrades.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum MechError {
+    /// The kernel lacks a feature; the string names it.
+    #[error("kernel feature missing: {0}")]
+    Unsupported(String),
+    /// The process went away (normal; not an error to report loudly).
+    #[error("process {0} vanished")]
+    Vanished(u32),
+    /// Any other failure, with what was being done.
+    #[error("{what}: {detail}")]
+    Failed {
+        /// What was being done.
+        what: String,
+        /// The error.
+        detail: String,
+    },
+}
+
+/// How preloaded spans are held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hold {
+    /// Before launch: kept alive by periodic touching (§4.2.2), reclaimable.
+    Touch,
+    /// During launch: protected from reclaim until the launch completes.
+    Protect,
+}
+
+/// Loads file spans into memory and holds them.
+pub trait PreloadMechanism {
+    /// Reads `spans` (in order) for `app` and holds them as `hold` says.
+    /// Returns the bytes read.
+    fn load(&mut self, app: &str, spans: &[FileSpan], hold: Hold) -> Result<u64, MechError>;
+    /// Stops holding everything held for `app`.
+    fn release(&mut self, app: &str) -> Result<(), MechError>;
+    /// Bytes currently held, all apps.
+    fn held_bytes(&self) -> u64;
+}
+
+/// Applies reclaim modes and reclaims.
+pub trait ReclaimMechanism {
+    /// Puts the domain in `mode` (Normal restores the original settings).
+    fn apply_mode(&mut self, mode: ReclaimMode) -> Result<(), MechError>;
+    /// Pages out up to `max_bytes` of `pid`'s anonymous memory. Returns bytes asked out.
+    fn page_out_anon(&mut self, pid: u32, max_bytes: u64) -> Result<u64, MechError>;
+    /// Drops a file range from the page cache. Returns bytes dropped (as far as known).
+    fn drop_file(&mut self, path: &str, offset: u64, len: u64) -> Result<u64, MechError>;
+}
+
+/// What a kill did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KillOutcome {
+    /// The process's memory was reaped at once (process_mrelease or equivalent).
+    pub reaped: bool,
+}
+
+/// Kills processes.
+pub trait KillMechanism {
+    /// Kills `pid` for `reason`.
+    fn kill(&mut self, pid: u32, reason: Reason) -> Result<KillOutcome, MechError>;
+}
+
+/// One recorded call on a fake.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Call {
+    /// `load`.
+    Load {
+        app: String,
+        spans: usize,
+        bytes: u64,
+        hold: Hold,
+    },
+    /// `release`.
+    Release { app: String },
+    /// `apply_mode`.
+    Mode(ReclaimMode),
+    /// `page_out_anon`.
+    PageOut { pid: u32, bytes: u64 },
+    /// `drop_file`.
+    Drop { path: String, offset: u64, len: u64 },
+    /// `kill`.
+    Kill { pid: u32, reason: Reason },
+}
+
+/// A recording fake of every mechanism, for tests of the loops that drive them.
+#[derive(Debug, Default, Clone)]
+pub struct Recorder {
+    /// Calls in order.
+    pub calls: Vec<Call>,
+    held: std::collections::BTreeMap<String, u64>,
+    /// PIDs that behave as vanished.
+    pub vanished: Vec<u32>,
+}
+
+impl PreloadMechanism for Recorder {
+    fn load(&mut self, app: &str, spans: &[FileSpan], hold: Hold) -> Result<u64, MechError> {
+        let bytes = spans.iter().map(|s| s.len).sum();
+        *self.held.entry(app.to_string()).or_default() += bytes;
+        self.calls.push(Call::Load {
+            app: app.into(),
+            spans: spans.len(),
+            bytes,
+            hold,
+        });
+        Ok(bytes)
+    }
+    fn release(&mut self, app: &str) -> Result<(), MechError> {
+        self.held.remove(app);
+        self.calls.push(Call::Release { app: app.into() });
+        Ok(())
+    }
+    fn held_bytes(&self) -> u64 {
+        self.held.values().sum()
+    }
+}
+
+impl ReclaimMechanism for Recorder {
+    fn apply_mode(&mut self, mode: ReclaimMode) -> Result<(), MechError> {
+        self.calls.push(Call::Mode(mode));
+        Ok(())
+    }
+    fn page_out_anon(&mut self, pid: u32, max_bytes: u64) -> Result<u64, MechError> {
+        if self.vanished.contains(&pid) {
+            return Err(MechError::Vanished(pid));
+        }
+        self.calls.push(Call::PageOut {
+            pid,
+            bytes: max_bytes,
+        });
+        Ok(max_bytes)
+    }
+    fn drop_file(&mut self, path: &str, offset: u64, len: u64) -> Result<u64, MechError> {
+        self.calls.push(Call::Drop {
+            path: path.into(),
+            offset,
+            len,
+        });
+        Ok(len)
+    }
+}
+
+impl KillMechanism for Recorder {
+    fn kill(&mut self, pid: u32, reason: Reason) -> Result<KillOutcome, MechError> {
+        if self.vanished.contains(&pid) {
+            return Err(MechError::Vanished(pid));
+        }
+        self.calls.push(Call::Kill { pid, reason });
+        Ok(KillOutcome { reaped: true })
+    }
+}

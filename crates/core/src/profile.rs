@@ -1,0 +1,523 @@
+//! Launch profiles: what an app reads and allocates when it launches.
+//!
+//! A profile is recorded on real launches (the daemon's recorder, or the
+//! simulator's app model) and merged over several launches: a byte range
+//! counts if it was seen in most of the recent launches (SPEC §3.1). Each
+//! segment keeps a bitmask of the last [`HISTORY_LAUNCHES`] launches in which
+//! it was seen, so the merge is exact and order-independent of wall time.
+//!
+//! Profiles are versioned; [`LaunchProfile::from_json`] refuses foreign and
+//! future files with an error that says which. Storage (atomic writes) is the
+//! caller's business: this module does no I/O.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// The `format` tag every profile file carries.
+pub const PROFILE_FORMAT: &str = "appflow-profile";
+/// The profile schema version this build reads and writes.
+pub const PROFILE_VERSION: u32 = 1;
+/// How many recent launches the majority rule looks at.
+pub const HISTORY_LAUNCHES: u32 = 8;
+/// How many launch timestamps are kept for launch likelihood.
+pub const HISTORY_TIMESTAMPS: usize = 64;
+
+/// A half-open byte range `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ByteRange {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+}
+
+impl ByteRange {
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+    /// True when the range holds no byte.
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+}
+
+/// A merged segment of a file with the launches it was seen in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    /// Byte range.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// Bit k set: seen in the k-th most recent launch (bit 0 = latest).
+    pub seen_mask: u32,
+}
+
+/// One file an app touched during its launch window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileProfile {
+    /// Absolute path.
+    pub path: String,
+    /// File size in bytes when last seen.
+    pub size_bytes: u64,
+    /// Microseconds from launch start to the first access (latest launch it was seen in).
+    pub first_access_us: u64,
+    /// Touched segments, sorted, non-overlapping.
+    pub segments: Vec<Segment>,
+}
+
+/// What one launch showed (input to [`LaunchProfile::merge_launch`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LaunchObservation {
+    /// Files touched, with their ranges (any order, may overlap).
+    pub files: Vec<ObservedFile>,
+    /// Anonymous memory allocated during the launch window, bytes (M_sum).
+    pub anon_launch_bytes: u64,
+    /// Footprint (resident + swapped) right after launch, bytes: the relaunch baseline.
+    pub footprint_after_launch_bytes: u64,
+    /// Launch latency observed, milliseconds.
+    pub launch_ms: u64,
+    /// Wall-clock time of the launch, Unix milliseconds (given by the caller).
+    pub at_unix_ms: u64,
+}
+
+/// One file as seen in one launch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservedFile {
+    /// Absolute path.
+    pub path: String,
+    /// File size in bytes.
+    pub size_bytes: u64,
+    /// Microseconds from launch start to first access.
+    pub first_access_us: u64,
+    /// Byte ranges brought into the page cache.
+    pub ranges: Vec<ByteRange>,
+}
+
+/// An app's merged launch profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchProfile {
+    /// Always [`PROFILE_FORMAT`].
+    pub format: String,
+    /// Schema version ([`PROFILE_VERSION`]).
+    pub version: u32,
+    /// App name.
+    pub app: String,
+    /// Launches merged into this profile.
+    pub launches: u32,
+    /// Recent launch times, Unix ms, oldest first (at most [`HISTORY_TIMESTAMPS`]).
+    pub launch_times_unix_ms: Vec<u64>,
+    /// Anonymous allocation during launch (M_sum), bytes, from the latest launch.
+    pub anon_launch_bytes: u64,
+    /// Footprint right after launch (the relaunch baseline M_relaunch), bytes.
+    pub relaunch_footprint_bytes: u64,
+    /// Latest observed launch latency, ms.
+    pub last_launch_ms: u64,
+    /// Files, in first-access order.
+    pub files: Vec<FileProfile>,
+}
+
+/// A file as the policies see it: only segments that pass the majority rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActiveFile<'a> {
+    /// Path.
+    pub path: &'a str,
+    /// File size.
+    pub size_bytes: u64,
+    /// First access time since launch start, µs.
+    pub first_access_us: u64,
+    /// Ranges that count (seen in most recent launches), sorted.
+    pub ranges: Vec<ByteRange>,
+}
+
+impl ActiveFile<'_> {
+    /// Bytes in the active ranges.
+    pub fn touched_bytes(&self) -> u64 {
+        self.ranges.iter().map(ByteRange::len).sum()
+    }
+}
+
+/// Why a profile could not be read.
+#[derive(Debug, Error)]
+pub enum ProfileError {
+    /// Not JSON, or not the profile shape.
+    #[error("not a profile: {0}")]
+    Malformed(String),
+    /// JSON of another format.
+    #[error("foreign file: format is {found:?}, expected {PROFILE_FORMAT:?}")]
+    Foreign {
+        /// The format tag found.
+        found: String,
+    },
+    /// A newer schema than this build knows.
+    #[error(
+        "profile version {found} is not supported (this build reads version {PROFILE_VERSION})"
+    )]
+    Version {
+        /// The version found.
+        found: u32,
+    },
+    /// The content breaks an invariant.
+    #[error("invalid profile for app {app:?}: {what}")]
+    Invalid {
+        /// App name.
+        app: String,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+impl LaunchProfile {
+    /// An empty profile for `app`.
+    pub fn new(app: &str) -> Self {
+        Self {
+            format: PROFILE_FORMAT.to_string(),
+            version: PROFILE_VERSION,
+            app: app.to_string(),
+            launches: 0,
+            launch_times_unix_ms: Vec::new(),
+            anon_launch_bytes: 0,
+            relaunch_footprint_bytes: 0,
+            last_launch_ms: 0,
+            files: Vec::new(),
+        }
+    }
+
+    /// Parses and validates a profile. Foreign or future files are errors.
+    pub fn from_json(text: &str) -> Result<Self, ProfileError> {
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| ProfileError::Malformed(e.to_string()))?;
+        let format = v.get("format").and_then(|f| f.as_str()).unwrap_or("");
+        if format != PROFILE_FORMAT {
+            return Err(ProfileError::Foreign {
+                found: format.to_string(),
+            });
+        }
+        let version = v.get("version").and_then(|x| x.as_u64()).unwrap_or(0) as u32;
+        if version != PROFILE_VERSION {
+            return Err(ProfileError::Version { found: version });
+        }
+        let p: LaunchProfile =
+            serde_json::from_value(v).map_err(|e| ProfileError::Malformed(e.to_string()))?;
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// Serialises the profile (pretty JSON, stable field order).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("profile serialises")
+    }
+
+    /// Checks the invariants the policies rely on.
+    pub fn validate(&self) -> Result<(), ProfileError> {
+        let bad = |what: String| ProfileError::Invalid {
+            app: self.app.clone(),
+            what,
+        };
+        if self.app.trim().is_empty() {
+            return Err(bad("empty app name".into()));
+        }
+        for f in &self.files {
+            if f.path.is_empty() {
+                return Err(bad("a file has an empty path".into()));
+            }
+            let mut prev_end = 0;
+            for (i, s) in f.segments.iter().enumerate() {
+                if s.end <= s.start {
+                    return Err(bad(format!("{}: segment {i} is empty or reversed", f.path)));
+                }
+                if i > 0 && s.start < prev_end {
+                    return Err(bad(format!(
+                        "{}: segment {i} overlaps the previous",
+                        f.path
+                    )));
+                }
+                prev_end = s.end;
+            }
+        }
+        Ok(())
+    }
+
+    /// How many of the recent launches the majority rule counts over.
+    pub fn window(&self) -> u32 {
+        self.launches.clamp(1, HISTORY_LAUNCHES)
+    }
+
+    /// Files with only the segments seen in most recent launches (more
+    /// than half of [`Self::window`]), in first-access order.
+    pub fn active_files(&self) -> Vec<ActiveFile<'_>> {
+        let window = self.window();
+        let mut out: Vec<ActiveFile<'_>> = self
+            .files
+            .iter()
+            .filter_map(|f| {
+                let ranges: Vec<ByteRange> = f
+                    .segments
+                    .iter()
+                    .filter(|s| 2 * s.seen_mask.count_ones() > window)
+                    .map(|s| ByteRange {
+                        start: s.start,
+                        end: s.end,
+                    })
+                    .collect();
+                let ranges = coalesce(ranges);
+                (!ranges.is_empty()).then_some(ActiveFile {
+                    path: &f.path,
+                    size_bytes: f.size_bytes,
+                    first_access_us: f.first_access_us,
+                    ranges,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            a.first_access_us
+                .cmp(&b.first_access_us)
+                .then(a.path.cmp(b.path))
+        });
+        out
+    }
+
+    /// Total bytes the launch reads from files (M_i^file), over active ranges.
+    pub fn file_bytes(&self) -> u64 {
+        self.active_files()
+            .iter()
+            .map(ActiveFile::touched_bytes)
+            .sum()
+    }
+
+    /// Merges one launch into the profile.
+    pub fn merge_launch(&mut self, obs: &LaunchObservation) {
+        let keep_mask: u32 = if HISTORY_LAUNCHES >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << HISTORY_LAUNCHES) - 1
+        };
+        let mut by_path: std::collections::BTreeMap<&str, (&ObservedFile, Vec<ByteRange>)> =
+            std::collections::BTreeMap::new();
+        for f in &obs.files {
+            let e = by_path.entry(f.path.as_str()).or_insert((f, Vec::new()));
+            e.1.extend(f.ranges.iter().copied().filter(|r| !r.is_empty()));
+            if f.first_access_us < e.0.first_access_us {
+                e.0 = f;
+            }
+        }
+        // Age every existing segment by one launch.
+        for f in &mut self.files {
+            for s in &mut f.segments {
+                s.seen_mask = (s.seen_mask << 1) & keep_mask;
+            }
+        }
+        for (path, (of, ranges)) in by_path {
+            let ranges = coalesce(ranges);
+            match self.files.iter_mut().find(|f| f.path == path) {
+                Some(f) => {
+                    f.size_bytes = of.size_bytes;
+                    f.first_access_us = of.first_access_us;
+                    f.segments = overlay(&f.segments, &ranges);
+                }
+                None => self.files.push(FileProfile {
+                    path: path.to_string(),
+                    size_bytes: of.size_bytes,
+                    first_access_us: of.first_access_us,
+                    segments: ranges
+                        .iter()
+                        .map(|r| Segment {
+                            start: r.start,
+                            end: r.end,
+                            seen_mask: 1,
+                        })
+                        .collect(),
+                }),
+            }
+        }
+        for f in &mut self.files {
+            f.segments.retain(|s| s.seen_mask != 0);
+        }
+        self.files.retain(|f| !f.segments.is_empty());
+        self.files.sort_by(|a, b| {
+            a.first_access_us
+                .cmp(&b.first_access_us)
+                .then(a.path.cmp(&b.path))
+        });
+        self.launches = self.launches.saturating_add(1);
+        self.launch_times_unix_ms.push(obs.at_unix_ms);
+        if self.launch_times_unix_ms.len() > HISTORY_TIMESTAMPS {
+            let drop = self.launch_times_unix_ms.len() - HISTORY_TIMESTAMPS;
+            self.launch_times_unix_ms.drain(..drop);
+        }
+        self.anon_launch_bytes = obs.anon_launch_bytes;
+        self.relaunch_footprint_bytes = obs.footprint_after_launch_bytes;
+        self.last_launch_ms = obs.launch_ms;
+    }
+
+    /// Latest launch time, Unix ms.
+    pub fn last_used_unix_ms(&self) -> Option<u64> {
+        self.launch_times_unix_ms.last().copied()
+    }
+
+    /// Launches within `window_ms` before `now_unix_ms` (for launch-likelihood weights).
+    pub fn launches_within(&self, now_unix_ms: u64, window_ms: u64) -> usize {
+        let from = now_unix_ms.saturating_sub(window_ms);
+        self.launch_times_unix_ms
+            .iter()
+            .filter(|&&t| t >= from && t <= now_unix_ms)
+            .count()
+    }
+}
+
+/// Sorts and merges overlapping or touching ranges.
+pub fn coalesce(mut ranges: Vec<ByteRange>) -> Vec<ByteRange> {
+    ranges.retain(|r| !r.is_empty());
+    ranges.sort();
+    let mut out: Vec<ByteRange> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// Lays the newly seen `ranges` (sorted, disjoint) over aged `segments`:
+/// bit 0 is set wherever a range covers; segments are split at boundaries
+/// and equal neighbours re-joined.
+fn overlay(segments: &[Segment], ranges: &[ByteRange]) -> Vec<Segment> {
+    let mut cuts: Vec<u64> = Vec::with_capacity(2 * (segments.len() + ranges.len()));
+    for s in segments {
+        cuts.push(s.start);
+        cuts.push(s.end);
+    }
+    for r in ranges {
+        cuts.push(r.start);
+        cuts.push(r.end);
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut out: Vec<Segment> = Vec::new();
+    let (mut si, mut ri) = (0usize, 0usize);
+    for w in cuts.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        while si < segments.len() && segments[si].end <= a {
+            si += 1;
+        }
+        while ri < ranges.len() && ranges[ri].end <= a {
+            ri += 1;
+        }
+        let mut mask = 0u32;
+        if si < segments.len() && segments[si].start <= a {
+            mask |= segments[si].seen_mask;
+        }
+        if ri < ranges.len() && ranges[ri].start <= a {
+            mask |= 1;
+        }
+        if mask == 0 {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if last.end == a && last.seen_mask == mask => last.end = b,
+            _ => out.push(Segment {
+                start: a,
+                end: b,
+                seen_mask: mask,
+            }),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type FileSpec<'a> = (&'a str, u64, &'a [(u64, u64)]);
+
+    fn obs(files: &[FileSpec<'_>], t: u64) -> LaunchObservation {
+        LaunchObservation {
+            files: files
+                .iter()
+                .enumerate()
+                .map(|(i, (p, size, rs))| ObservedFile {
+                    path: p.to_string(),
+                    size_bytes: *size,
+                    first_access_us: i as u64 * 10,
+                    ranges: rs
+                        .iter()
+                        .map(|&(start, end)| ByteRange { start, end })
+                        .collect(),
+                })
+                .collect(),
+            anon_launch_bytes: 100,
+            footprint_after_launch_bytes: 200,
+            launch_ms: 900,
+            at_unix_ms: t,
+        }
+    }
+
+    #[test]
+    fn majority_rule_over_recent_launches() {
+        let mut p = LaunchProfile::new("app");
+        p.merge_launch(&obs(&[("/a", 100, &[(0, 50)]), ("/b", 10, &[(0, 10)])], 1));
+        assert_eq!(p.file_bytes(), 60);
+        // Second launch sees /a 0..100 but not /b.
+        p.merge_launch(&obs(&[("/a", 100, &[(0, 100)])], 2));
+        // Window 2: a range must be seen in both. /a 0..50 seen twice, 50..100 once, /b once.
+        let act = p.active_files();
+        assert_eq!(act.len(), 1);
+        assert_eq!(act[0].ranges, vec![ByteRange { start: 0, end: 50 }]);
+        // Third launch again 0..100: 50..100 now seen 2 of 3 -> counts.
+        p.merge_launch(&obs(&[("/a", 100, &[(0, 100)])], 3));
+        assert_eq!(
+            p.active_files()[0].ranges,
+            vec![ByteRange { start: 0, end: 100 }]
+        );
+        assert_eq!(p.launches, 3);
+        assert_eq!(p.launch_times_unix_ms, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn stale_ranges_are_forgotten() {
+        let mut p = LaunchProfile::new("app");
+        p.merge_launch(&obs(&[("/old", 10, &[(0, 10)])], 0));
+        for t in 1..=HISTORY_LAUNCHES as u64 {
+            p.merge_launch(&obs(&[("/new", 10, &[(0, 10)])], t));
+        }
+        assert!(p.files.iter().all(|f| f.path != "/old"));
+    }
+
+    #[test]
+    fn json_round_trip_and_foreign_files() {
+        let mut p = LaunchProfile::new("app");
+        p.merge_launch(&obs(&[("/a", 100, &[(0, 50), (40, 60)])], 1));
+        assert_eq!(p.files[0].segments.len(), 1);
+        let back = LaunchProfile::from_json(&p.to_json()).unwrap();
+        assert_eq!(back, p);
+        assert!(matches!(
+            LaunchProfile::from_json(r#"{"format":"other","version":1}"#),
+            Err(ProfileError::Foreign { .. })
+        ));
+        assert!(matches!(
+            LaunchProfile::from_json(r#"{"format":"appflow-profile","version":9}"#),
+            Err(ProfileError::Version { found: 9 })
+        ));
+        assert!(matches!(
+            LaunchProfile::from_json("{"),
+            Err(ProfileError::Malformed(_))
+        ));
+        let mut bad = p.clone();
+        bad.files[0].segments[0].end = 0;
+        assert!(matches!(
+            LaunchProfile::from_json(&bad.to_json()),
+            Err(ProfileError::Invalid { .. })
+        ));
+    }
+
+    #[test]
+    fn coalesce_merges_touching() {
+        let r = |s, e| ByteRange { start: s, end: e };
+        assert_eq!(
+            coalesce(vec![r(10, 20), r(0, 10), r(30, 30), r(15, 25)]),
+            vec![r(0, 25)]
+        );
+    }
+}

@@ -1,0 +1,129 @@
+//! Stable reason codes. Every decision the policies return carries one.
+//!
+//! The numbers are part of the interface (logs, metrics, JSON): they are
+//! never renumbered, and retired codes are never reused.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a policy decided what it decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u16)]
+pub enum Reason {
+    // --- reclaimer (1xx) ---
+    /// Pressure absent: kernel defaults in force.
+    ReclaimNormal = 100,
+    /// M_aval < M_F and n_alloc > N_alloc: file-only reclaim (Algorithm 1 line 4).
+    ReclaimBurstDetected = 101,
+    /// Still in a burst window (hysteresis keeps efficiency-first).
+    ReclaimBurstOngoing = 102,
+    /// The burst subsided: rebalance by reclaiming anonymous pages (Algorithm 1 line 6).
+    ReclaimBurstEnded = 103,
+    /// Rebalancing goes on: anonymous share still above target.
+    ReclaimRebalancing = 104,
+    /// Rebalancing finished: file/anon balance restored.
+    ReclaimBalanced = 105,
+    /// Rebalancing hit its time limit.
+    ReclaimRebalanceTimeout = 106,
+    /// A launch is in progress: protected ranges are held.
+    ReclaimLaunchProtect = 107,
+    /// Memory recovered above M_F with margin during rebalancing.
+    ReclaimMemoryRecovered = 108,
+
+    // --- killer (2xx) ---
+    /// Killed: highest net freed memory ΔM among non-recent background apps.
+    KillHighestNetFreed = 200,
+    /// Killed: only recently used apps were left (deferment exhausted).
+    KillRecentLastResort = 201,
+    /// No kill: reclaim keeps up.
+    KillNotNeeded = 202,
+    /// No kill: no eligible candidate.
+    KillNoCandidate = 203,
+    /// No kill: a previous kill's memory is still coming back.
+    KillWaitingForMemory = 204,
+    /// Killed by the stock (lmkd-like) order: highest adj, then least recently used.
+    KillLruByAdj = 205,
+    /// Excluded: foreground app.
+    ExcludedForeground = 210,
+    /// Excluded: protected or system process.
+    ExcludedProtected = 211,
+    /// Excluded: the daemon itself.
+    ExcludedSelf = 212,
+
+    // --- preloader (3xx) ---
+    /// Cutoffs chosen by the exact multiple-choice knapsack.
+    CutoffsSolved = 300,
+    /// Budget not binding: every app gets its cheapest-time cutoff.
+    CutoffsBudgetSlack = 301,
+    /// File kept resident before launch (small file under the cutoff).
+    PreloadSmallFile = 302,
+    /// Hot segment of a large file kept resident before launch.
+    PreloadHotSegment = 303,
+    /// Large file streamed during launch.
+    PreloadStreamLarge = 304,
+    /// App became active: its standby set is no longer touched.
+    PreloadAppActive = 305,
+}
+
+impl Reason {
+    /// The stable number of this reason.
+    pub fn code(self) -> u16 {
+        self as u16
+    }
+
+    /// The stable snake_case name of this reason.
+    pub fn name(self) -> &'static str {
+        use Reason::*;
+        match self {
+            ReclaimNormal => "reclaim_normal",
+            ReclaimBurstDetected => "reclaim_burst_detected",
+            ReclaimBurstOngoing => "reclaim_burst_ongoing",
+            ReclaimBurstEnded => "reclaim_burst_ended",
+            ReclaimRebalancing => "reclaim_rebalancing",
+            ReclaimBalanced => "reclaim_balanced",
+            ReclaimRebalanceTimeout => "reclaim_rebalance_timeout",
+            ReclaimLaunchProtect => "reclaim_launch_protect",
+            ReclaimMemoryRecovered => "reclaim_memory_recovered",
+            KillHighestNetFreed => "kill_highest_net_freed",
+            KillRecentLastResort => "kill_recent_last_resort",
+            KillNotNeeded => "kill_not_needed",
+            KillNoCandidate => "kill_no_candidate",
+            KillWaitingForMemory => "kill_waiting_for_memory",
+            KillLruByAdj => "kill_lru_by_adj",
+            ExcludedForeground => "excluded_foreground",
+            ExcludedProtected => "excluded_protected",
+            ExcludedSelf => "excluded_self",
+            CutoffsSolved => "cutoffs_solved",
+            CutoffsBudgetSlack => "cutoffs_budget_slack",
+            PreloadSmallFile => "preload_small_file",
+            PreloadHotSegment => "preload_hot_segment",
+            PreloadStreamLarge => "preload_stream_large",
+            PreloadAppActive => "preload_app_active",
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}({})", self.name(), self.code())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_stable() {
+        // These numbers are an interface: changing one is a breaking change.
+        assert_eq!(Reason::ReclaimBurstDetected.code(), 101);
+        assert_eq!(Reason::KillHighestNetFreed.code(), 200);
+        assert_eq!(Reason::CutoffsSolved.code(), 300);
+        assert_eq!(
+            Reason::KillHighestNetFreed.to_string(),
+            "kill_highest_net_freed(200)"
+        );
+        let json = serde_json::to_string(&Reason::ReclaimBurstEnded).unwrap();
+        assert_eq!(json, "\"reclaim_burst_ended\"");
+    }
+}

@@ -1,0 +1,361 @@
+//! Adaptive Memory Reclaimer mode controller (seed 000 §4.2, Algorithm 1).
+//!
+//! Every tick (100 ms) the caller passes n_alloc (pages allocated in the last
+//! tick) and the domain's memory state. The controller returns the mode:
+//!
+//! * **Normal** — kernel defaults, restored exactly.
+//! * **EfficiencyFirst** — entered when M_aval < M_F and n_alloc > N_alloc
+//!   (Algorithm 1 line 4): reclaim file pages only, never protected ones.
+//! * **Rebalancing** — after the burst subsides (line 6): reclaim anonymous
+//!   pages of background apps until the anon/file balance is back or a time
+//!   limit passes, then Normal.
+//!
+//! Hysteresis: a burst is *entered* on the paper's condition but only *left*
+//! after `calm_ticks` consecutive ticks below a lower bar (n_alloc below
+//! `exit_alloc_ratio`·N_alloc or memory above M_F·(1 + `exit_margin`)), so
+//! the mode does not flap on a noisy allocation rate.
+
+use crate::reason::Reason;
+use crate::MIB;
+use serde::{Deserialize, Serialize};
+
+/// Reclaimer parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReclaimConfig {
+    /// Sampling period, ms (§4.2.1: every 100 ms).
+    pub tick_ms: u64,
+    /// N_alloc: pages per tick that mark a burst (§4.2.1, §6.5.2: 12,800 pages/100 ms).
+    pub alloc_threshold_pages: u64,
+    /// M_F in bytes; 0 = use `low_memory_fraction` of the domain (M_F is device specific, §4.2.1).
+    pub low_memory_bytes: u64,
+    /// M_F as a fraction of the domain's memory when `low_memory_bytes` is 0.
+    pub low_memory_fraction: f64,
+    /// Consecutive calm ticks before leaving efficiency-first.
+    pub calm_ticks: u32,
+    /// A tick is calm when n_alloc < this × N_alloc ...
+    pub exit_alloc_ratio: f64,
+    /// ... or M_aval > M_F × (1 + this).
+    pub exit_margin: f64,
+    /// Rebalancing stops when anon/(anon+file) is at or below this share.
+    /// Default 0.66: the 1.92:1 anon-to-file ratio of GB-scale apps (§4.2.1, Table 1).
+    pub anon_target_share: f64,
+    /// Most anonymous bytes paged out per tick while rebalancing.
+    pub rebalance_step_bytes: u64,
+    /// Rebalancing gives up after this long, ms.
+    pub rebalance_max_ms: u64,
+}
+
+impl Default for ReclaimConfig {
+    fn default() -> Self {
+        Self {
+            tick_ms: 100,
+            alloc_threshold_pages: 12_800,
+            low_memory_bytes: 0,
+            low_memory_fraction: 0.15,
+            calm_ticks: 5,
+            exit_alloc_ratio: 0.5,
+            exit_margin: 0.10,
+            anon_target_share: 0.66,
+            rebalance_step_bytes: 32 * MIB,
+            rebalance_max_ms: 5_000,
+        }
+    }
+}
+
+impl ReclaimConfig {
+    /// M_F for a domain of `total_bytes`.
+    pub fn low_memory_threshold(&self, total_bytes: u64) -> u64 {
+        if self.low_memory_bytes > 0 {
+            self.low_memory_bytes
+        } else {
+            (total_bytes as f64 * self.low_memory_fraction) as u64
+        }
+    }
+
+    /// Checks the fields; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.tick_ms == 0 {
+            return Err("reclaim.tick_ms must be > 0".into());
+        }
+        if !(0.0..1.0).contains(&self.low_memory_fraction) {
+            return Err("reclaim.low_memory_fraction must be in [0, 1)".into());
+        }
+        if !(0.0..=1.0).contains(&self.exit_alloc_ratio) {
+            return Err("reclaim.exit_alloc_ratio must be in [0, 1]".into());
+        }
+        if !(0.0..=1.0).contains(&self.anon_target_share) {
+            return Err("reclaim.anon_target_share must be in [0, 1]".into());
+        }
+        if self.exit_margin < 0.0 || !self.exit_margin.is_finite() {
+            return Err("reclaim.exit_margin must be >= 0".into());
+        }
+        Ok(())
+    }
+}
+
+/// The reclaim mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReclaimMode {
+    /// Kernel defaults.
+    Normal,
+    /// File-only reclaim; protected files kept.
+    EfficiencyFirst,
+    /// Anonymous reclaim of background apps.
+    Rebalancing,
+}
+
+impl ReclaimMode {
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReclaimMode::Normal => "normal",
+            ReclaimMode::EfficiencyFirst => "efficiency_first",
+            ReclaimMode::Rebalancing => "rebalancing",
+        }
+    }
+}
+
+/// One tick's observation of the domain.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimSample {
+    /// Caller's monotonic time, ms.
+    pub now_ms: u64,
+    /// n_alloc: pages allocated during the last tick (normalise with [`alloc_pages_per_tick`]).
+    pub alloc_pages: u64,
+    /// M_aval: memory available to the domain, bytes.
+    pub avail_bytes: u64,
+    /// The domain's memory, bytes.
+    pub total_bytes: u64,
+    /// Anonymous memory in the domain, bytes.
+    pub anon_bytes: u64,
+    /// File-backed memory in the domain, bytes.
+    pub file_bytes: u64,
+}
+
+/// What the controller decided this tick.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimDecision {
+    /// Mode from now on.
+    pub mode: ReclaimMode,
+    /// Mode before this tick.
+    pub prev_mode: ReclaimMode,
+    /// Why.
+    pub reason: Reason,
+    /// In rebalancing: anonymous bytes of background apps to page out this tick.
+    pub anon_reclaim_bytes: u64,
+}
+
+impl ReclaimDecision {
+    /// True when the mode changed this tick.
+    pub fn switched(&self) -> bool {
+        self.mode != self.prev_mode
+    }
+}
+
+/// Normalises an allocation-counter delta to pages per configured tick.
+pub fn alloc_pages_per_tick(prev_count: u64, cur_count: u64, elapsed_ms: u64, tick_ms: u64) -> u64 {
+    if elapsed_ms == 0 {
+        return 0;
+    }
+    let delta = cur_count.saturating_sub(prev_count) as u128;
+    (delta * tick_ms as u128 / elapsed_ms as u128) as u64
+}
+
+/// The controller's state between ticks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimController {
+    mode: ReclaimMode,
+    calm: u32,
+    since_ms: u64,
+}
+
+impl Default for ReclaimController {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ReclaimController {
+    /// Starts in Normal.
+    pub fn new() -> Self {
+        Self {
+            mode: ReclaimMode::Normal,
+            calm: 0,
+            since_ms: 0,
+        }
+    }
+
+    /// Current mode.
+    pub fn mode(&self) -> ReclaimMode {
+        self.mode
+    }
+
+    /// One tick of Algorithm 1.
+    pub fn step(&mut self, cfg: &ReclaimConfig, s: &ReclaimSample) -> ReclaimDecision {
+        let m_f = cfg.low_memory_threshold(s.total_bytes);
+        let burst = s.avail_bytes < m_f && s.alloc_pages > cfg.alloc_threshold_pages;
+        let calm_tick = (s.alloc_pages as f64)
+            < cfg.exit_alloc_ratio * cfg.alloc_threshold_pages as f64
+            || s.avail_bytes as f64 > m_f as f64 * (1.0 + cfg.exit_margin);
+        let prev = self.mode;
+        let (mode, reason, anon) = match self.mode {
+            ReclaimMode::Normal if burst => (
+                ReclaimMode::EfficiencyFirst,
+                Reason::ReclaimBurstDetected,
+                0,
+            ),
+            ReclaimMode::Normal => (ReclaimMode::Normal, Reason::ReclaimNormal, 0),
+            ReclaimMode::EfficiencyFirst => {
+                self.calm = if calm_tick { self.calm + 1 } else { 0 };
+                if self.calm >= cfg.calm_ticks {
+                    (ReclaimMode::Rebalancing, Reason::ReclaimBurstEnded, 0)
+                } else {
+                    (ReclaimMode::EfficiencyFirst, Reason::ReclaimBurstOngoing, 0)
+                }
+            }
+            ReclaimMode::Rebalancing if burst => (
+                ReclaimMode::EfficiencyFirst,
+                Reason::ReclaimBurstDetected,
+                0,
+            ),
+            ReclaimMode::Rebalancing => {
+                let used = s.anon_bytes + s.file_bytes;
+                let target = (cfg.anon_target_share * used as f64) as u64;
+                if s.anon_bytes <= target {
+                    (ReclaimMode::Normal, Reason::ReclaimBalanced, 0)
+                } else if s.now_ms.saturating_sub(self.since_ms) >= cfg.rebalance_max_ms {
+                    (ReclaimMode::Normal, Reason::ReclaimRebalanceTimeout, 0)
+                } else {
+                    let excess = s.anon_bytes - target;
+                    (
+                        ReclaimMode::Rebalancing,
+                        Reason::ReclaimRebalancing,
+                        excess.min(cfg.rebalance_step_bytes),
+                    )
+                }
+            }
+        };
+        if mode != prev {
+            self.since_ms = s.now_ms;
+            self.calm = 0;
+        }
+        // A fresh rebalancing tick pages out its first step at once.
+        let anon = if mode == ReclaimMode::Rebalancing && prev != mode {
+            let used = s.anon_bytes + s.file_bytes;
+            let target = (cfg.anon_target_share * used as f64) as u64;
+            s.anon_bytes
+                .saturating_sub(target)
+                .min(cfg.rebalance_step_bytes)
+        } else {
+            anon
+        };
+        self.mode = mode;
+        ReclaimDecision {
+            mode,
+            prev_mode: prev,
+            reason,
+            anon_reclaim_bytes: anon,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::GIB;
+    use proptest::prelude::*;
+
+    fn sample(now_ms: u64, alloc_pages: u64, avail_mib: u64) -> ReclaimSample {
+        ReclaimSample {
+            now_ms,
+            alloc_pages,
+            avail_bytes: avail_mib * MIB,
+            total_bytes: 6 * GIB,
+            anon_bytes: 3 * GIB,
+            file_bytes: GIB,
+        }
+    }
+
+    #[test]
+    fn burst_enters_efficiency_first_then_rebalances_then_normal() {
+        let cfg = ReclaimConfig::default();
+        let mut c = ReclaimController::new();
+        let d = c.step(&cfg, &sample(0, 20_000, 300));
+        assert_eq!(
+            (d.mode, d.reason),
+            (ReclaimMode::EfficiencyFirst, Reason::ReclaimBurstDetected)
+        );
+        assert!(d.switched());
+        // One calm tick is not enough (hysteresis).
+        let d = c.step(&cfg, &sample(100, 100, 300));
+        assert_eq!(d.mode, ReclaimMode::EfficiencyFirst);
+        // A noisy burst tick resets the calm count.
+        c.step(&cfg, &sample(200, 20_000, 300));
+        let mut t = 300;
+        let mut d = c.step(&cfg, &sample(t, 0, 300));
+        while d.mode == ReclaimMode::EfficiencyFirst {
+            t += 100;
+            d = c.step(&cfg, &sample(t, 0, 300));
+        }
+        assert_eq!(
+            (d.mode, d.reason),
+            (ReclaimMode::Rebalancing, Reason::ReclaimBurstEnded)
+        );
+        assert_eq!(t, 300 + 100 * (cfg.calm_ticks as u64 - 1));
+        assert!(d.anon_reclaim_bytes > 0);
+        // Balanced memory ends rebalancing.
+        let mut s = sample(t + 100, 0, 300);
+        s.anon_bytes = GIB / 2;
+        let d = c.step(&cfg, &s);
+        assert_eq!(
+            (d.mode, d.reason),
+            (ReclaimMode::Normal, Reason::ReclaimBalanced)
+        );
+    }
+
+    #[test]
+    fn no_burst_when_memory_is_plentiful() {
+        let cfg = ReclaimConfig::default();
+        let mut c = ReclaimController::new();
+        let d = c.step(&cfg, &sample(0, 1_000_000, 4000));
+        assert_eq!(d.mode, ReclaimMode::Normal);
+    }
+
+    #[test]
+    fn rate_is_normalised_to_the_tick() {
+        assert_eq!(alloc_pages_per_tick(100, 300, 200, 100), 100);
+        assert_eq!(alloc_pages_per_tick(300, 100, 100, 100), 0);
+        assert_eq!(alloc_pages_per_tick(0, 100, 0, 100), 0);
+    }
+
+    proptest! {
+        /// Whatever happened before, once pressure ends the controller is
+        /// back in Normal within calm_ticks + rebalance_max/tick + 1 ticks.
+        #[test]
+        fn returns_to_normal_when_pressure_ends(
+            history in prop::collection::vec((0u64..40_000, 0u64..6144, 0u64..6144), 0..200),
+            anon_mib in 0u64..6000,
+        ) {
+            let cfg = ReclaimConfig::default();
+            let mut c = ReclaimController::new();
+            let mut t = 0;
+            for (alloc, avail, anon) in history {
+                let mut s = sample(t, alloc, avail);
+                s.anon_bytes = anon * MIB;
+                c.step(&cfg, &s);
+                t += cfg.tick_ms;
+            }
+            let limit = cfg.calm_ticks as u64 + cfg.rebalance_max_ms / cfg.tick_ms + 1;
+            let mut mode = c.mode();
+            for _ in 0..limit {
+                let mut s = sample(t, 0, 6000);
+                s.anon_bytes = anon_mib * MIB;
+                mode = c.step(&cfg, &s).mode;
+                t += cfg.tick_ms;
+            }
+            prop_assert_eq!(mode, ReclaimMode::Normal);
+        }
+    }
+}
