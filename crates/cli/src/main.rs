@@ -40,6 +40,12 @@ enum Cmd {
     Apps(appflow_linux::cli::AppsArgs),
     /// Measure read throughput vs block size on the storage holding the apps.
     Calibrate(appflow_linux::cli::CalibrateArgs),
+    /// The daemon's preload worker (spawned by the daemon inside the device domain).
+    #[command(hide = true)]
+    PreloadWorker(appflow_linux::cli::PreloadWorkerArgs),
+    /// A synthetic app process of the testbed (spawned by `appflow bench`).
+    #[command(hide = true)]
+    BenchApp(appflow_bench::cli::AppArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +68,8 @@ fn main() -> ExitCode {
         Cmd::Record(a) => appflow_linux::cli::run_record(a),
         Cmd::Apps(a) => appflow_linux::cli::run_apps(a),
         Cmd::Calibrate(a) => appflow_linux::cli::run_calibrate(a),
+        Cmd::PreloadWorker(a) => appflow_linux::cli::run_preload_worker(a),
+        Cmd::BenchApp(a) => appflow_bench::cli::run_app(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,20 +1,23 @@
-//! appflow-linux: live sensors, actuators and the daemon (under construction).
-pub mod cli {
-    macro_rules! sub {
-        ($args:ident, $run:ident, $name:literal) => {
-            #[doc = concat!("Arguments of `appflow ", $name, "`.")]
-            #[derive(clap::Args, Debug)]
-            pub struct $args {}
-            #[doc = concat!("Runs `appflow ", $name, "`.")]
-            pub fn $run(_a: $args) -> anyhow::Result<()> {
-                anyhow::bail!(concat!("appflow ", $name, " is not built yet"))
-            }
-        };
-    }
-    sub!(DaemonArgs, run_daemon, "daemon");
-    sub!(StatusArgs, run_status, "status");
-    sub!(NotifyArgs, run_notify, "notify");
-    sub!(RecordArgs, run_record, "record");
-    sub!(AppsArgs, run_apps, "apps");
-    sub!(CalibrateArgs, run_calibrate, "calibrate");
-}
+//! # appflow-linux — the scheduler on a real kernel
+//!
+//! Live sensors (readers of /proc, /sys and cgroup files, each taking a root
+//! path), the launch recorder and profile store, the live mechanisms behind
+//! the core's traits (preload worker, reclaim actuators, killer), the daemon
+//! loop, its control socket and its configuration.
+
+// Sensors, recorder, profile store, calibration (`record`, `apps`, `calibrate`).
+pub mod calibrate;
+pub mod readers;
+pub mod recorder;
+pub mod store;
+
+// Daemon: config, journal of changed settings, actuators, loop, socket (`daemon`, `status`, `notify`).
+pub mod actuators;
+pub mod config;
+pub mod daemon;
+pub mod journal;
+pub mod socket;
+
+pub mod cli;
+mod cli_daemon;
+mod cli_profiles;
