@@ -1,1 +1,519 @@
-//! (under construction)
+//! The daemon's configuration (contract B): TOML, a default for every field,
+//! unknown fields refused, validated after parsing with errors that name the
+//! field. Parse → validate → build: [`Config::from_toml`] does the first two;
+//! the daemon builds its state from the validated value.
+//!
+//! The `[preload]`, `[reclaim]` and `[killer]` sections carry the daemon's own
+//! switches plus every field of the core's `PreloadConfig`, `ReclaimConfig`
+//! and `KillerConfig` at the same level. serde's `flatten` cannot be combined
+//! with `deny_unknown_fields`, so these sections are read as a table, the
+//! daemon's keys split off, and the rest handed to the core struct (which
+//! denies unknown fields itself).
+
+use appflow_core::killer::KillerConfig;
+use appflow_core::preload::PreloadConfig;
+use appflow_core::reclaim::ReclaimConfig;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// What is wrong with a configuration.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("config {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Not TOML, a wrong type, or an unknown field.
+    #[error("config {path}: {msg}")]
+    Parse {
+        /// The file (or `<string>`).
+        path: String,
+        /// The parser's message (names the field).
+        msg: String,
+    },
+    /// A field has an impossible value.
+    #[error("config {path}: field {field}: {msg}")]
+    Invalid {
+        /// The file (or `<string>`).
+        path: String,
+        /// The dotted field name, e.g. `daemon.tick_ms`.
+        field: String,
+        /// What is wrong.
+        msg: String,
+    },
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Daemon-wide settings.
+    pub daemon: DaemonSection,
+    /// The memory domain scheduled as "the device".
+    pub domain: DomainSection,
+    /// Selective File Preloader.
+    pub preload: PreloadSection,
+    /// Adaptive Memory Reclaimer.
+    pub reclaim: ReclaimSection,
+    /// Context-Aware Process Killer.
+    pub killer: KillerSection,
+    /// Declared apps (`[[app]]`); apps can also be announced over the socket.
+    #[serde(rename = "app")]
+    pub apps: Vec<AppDecl>,
+}
+
+/// `[daemon]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DaemonSection {
+    /// Unix control socket (created with mode 0600).
+    pub socket: PathBuf,
+    /// State directory: `profiles/` (one JSON per app), `journal.json`, `calibration.json`.
+    pub state_dir: PathBuf,
+    /// Decide and log, change nothing (every actuator only logs).
+    pub dry_run: bool,
+    /// Period of the control loop, ms (seed 000 §4.2.1: 100 ms).
+    pub tick_ms: u64,
+    /// Optional Prometheus text file, rewritten atomically every second ("" = none).
+    pub metrics_file: PathBuf,
+    /// Optional Chrome/Perfetto JSON trace of decisions ("" = none).
+    pub trace_file: PathBuf,
+    /// Re-scan the domain's processes this often, ms.
+    pub scan_interval_ms: u64,
+    /// A launch whose `launched` event never comes is ended after this long, ms.
+    pub launch_timeout_ms: u64,
+    /// Root of the proc file system (tests point it elsewhere).
+    pub proc_root: PathBuf,
+}
+
+impl Default for DaemonSection {
+    fn default() -> Self {
+        Self {
+            socket: PathBuf::from("/run/appflow/appflow.sock"),
+            state_dir: PathBuf::from("/var/lib/appflow"),
+            dry_run: false,
+            tick_ms: 100,
+            metrics_file: PathBuf::new(),
+            trace_file: PathBuf::new(),
+            scan_interval_ms: 1000,
+            launch_timeout_ms: 30_000,
+            proc_root: PathBuf::from("/proc"),
+        }
+    }
+}
+
+/// Kind of memory domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum DomainKind {
+    /// The whole machine (MemAvailable, vmstat pgalloc_*, global swappiness).
+    #[default]
+    System,
+    /// One memory cgroup (v1 or v2) as the device.
+    Cgroup,
+}
+
+/// `[domain]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct DomainSection {
+    /// "system" or "cgroup".
+    pub kind: DomainKind,
+    /// Path of the domain's memory cgroup (v1 or v2) when kind = "cgroup".
+    pub memory_cgroup: PathBuf,
+    /// Optional v1 blkio cgroup the preload worker joins (throttled like the apps).
+    pub blkio_cgroup: PathBuf,
+}
+
+/// How the preloader uses the profiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum PreloadStrategy {
+    /// AppFlow SFP: knapsack cutoffs, standby small files, stream large ones at launch.
+    #[default]
+    Selective,
+    /// Paralfetch/iorap-like baseline: stream the whole profile at launch.
+    WholeProfile,
+    /// Baseline: every profiled file kept resident, no budget.
+    KeepAll,
+}
+
+impl PreloadStrategy {
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PreloadStrategy::Selective => "selective",
+            PreloadStrategy::WholeProfile => "whole-profile",
+            PreloadStrategy::KeepAll => "keep-all",
+        }
+    }
+}
+
+/// `[preload]`: the daemon's switches plus every `PreloadConfig` field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "toml::Table")]
+pub struct PreloadSection {
+    /// Run the preloader.
+    pub enabled: bool,
+    /// "selective" | "whole-profile" | "keep-all".
+    pub strategy: PreloadStrategy,
+    /// The core's preloader parameters (budget M_p, cutoffs, read size, touch interval).
+    #[serde(flatten)]
+    pub core: PreloadConfig,
+}
+
+impl Default for PreloadSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            strategy: PreloadStrategy::Selective,
+            core: PreloadConfig::default(),
+        }
+    }
+}
+
+/// `[reclaim]`: the daemon's switches plus every `ReclaimConfig` field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "toml::Table")]
+pub struct ReclaimSection {
+    /// Run the reclaimer.
+    pub enabled: bool,
+    /// In efficiency-first, also drop (POSIX_FADV_DONTNEED) cold unprotected
+    /// files of background apps' profiles.
+    pub drop_cold_files: bool,
+    /// The core's reclaimer parameters (N_alloc, M_F, hysteresis, rebalancing).
+    #[serde(flatten)]
+    pub core: ReclaimConfig,
+}
+
+impl Default for ReclaimSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            drop_cold_files: false,
+            core: ReclaimConfig::default(),
+        }
+    }
+}
+
+/// Killer order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum KillerStrategy {
+    /// AppFlow CPK: highest net freed memory ΔM, recent apps deferred.
+    #[default]
+    NetFreed,
+    /// lmkd-like: highest oom_score_adj, then least recently used.
+    Lru,
+}
+
+/// `[killer]`: the daemon's switches plus every `KillerConfig` field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "toml::Table")]
+pub struct KillerSection {
+    /// Run the killer.
+    pub enabled: bool,
+    /// "net-freed" | "lru".
+    pub strategy: KillerStrategy,
+    /// Process names (comm) never killed.
+    pub protected: Vec<String>,
+    /// Freeze the victim (v1 freezer) before killing it, where available.
+    pub freeze_first: bool,
+    /// The core's killer parameters (recency window, triggers, settle time).
+    #[serde(flatten)]
+    pub core: KillerConfig,
+}
+
+impl Default for KillerSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            strategy: KillerStrategy::NetFreed,
+            protected: vec!["systemd".into(), "sshd".into()],
+            freeze_first: false,
+            core: KillerConfig::default(),
+        }
+    }
+}
+
+/// `[[app]]`: one app and how to recognise its processes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct AppDecl {
+    /// App name (its profile is `<state_dir>/profiles/<name>.json`).
+    pub name: String,
+    /// Executable path (/proc/PID/exe) of its processes ("" = not used).
+    pub exe: String,
+    /// Regex matched against the space-joined command line ("" = not used).
+    pub cmdline: String,
+    /// Memory cgroup path holding its processes ("" = not used).
+    pub cgroup: String,
+}
+
+/// Takes `key` out of `t` and deserialises it, or returns `default`.
+fn take<T: serde::de::DeserializeOwned>(
+    t: &mut toml::Table,
+    section: &str,
+    key: &str,
+    default: T,
+) -> Result<T, String> {
+    match t.remove(key) {
+        None => Ok(default),
+        Some(v) => v
+            .try_into::<T>()
+            .map_err(|e| format!("{section}.{key}: {}", e.message().trim())),
+    }
+}
+
+fn core_part<T: serde::de::DeserializeOwned>(t: toml::Table, section: &str) -> Result<T, String> {
+    toml::Value::Table(t)
+        .try_into::<T>()
+        .map_err(|e| format!("[{section}]: {}", e.message().trim()))
+}
+
+impl TryFrom<toml::Table> for PreloadSection {
+    type Error = String;
+    fn try_from(mut t: toml::Table) -> Result<Self, String> {
+        let d = Self::default();
+        Ok(Self {
+            enabled: take(&mut t, "preload", "enabled", d.enabled)?,
+            strategy: take(&mut t, "preload", "strategy", d.strategy)?,
+            core: core_part(t, "preload")?,
+        })
+    }
+}
+
+impl TryFrom<toml::Table> for ReclaimSection {
+    type Error = String;
+    fn try_from(mut t: toml::Table) -> Result<Self, String> {
+        let d = Self::default();
+        Ok(Self {
+            enabled: take(&mut t, "reclaim", "enabled", d.enabled)?,
+            drop_cold_files: take(&mut t, "reclaim", "drop_cold_files", d.drop_cold_files)?,
+            core: core_part(t, "reclaim")?,
+        })
+    }
+}
+
+impl TryFrom<toml::Table> for KillerSection {
+    type Error = String;
+    fn try_from(mut t: toml::Table) -> Result<Self, String> {
+        let d = Self::default();
+        Ok(Self {
+            enabled: take(&mut t, "killer", "enabled", d.enabled)?,
+            strategy: take(&mut t, "killer", "strategy", d.strategy)?,
+            protected: take(&mut t, "killer", "protected", d.protected)?,
+            freeze_first: take(&mut t, "killer", "freeze_first", d.freeze_first)?,
+            core: core_part(t, "killer")?,
+        })
+    }
+}
+
+/// Is `name` usable as an app name (and profile file name)?
+pub fn valid_app_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name.len() <= 200
+        && !name.contains('/')
+        && !name.contains('\0')
+        && !name.chars().any(char::is_control)
+}
+
+impl Config {
+    /// Parses and validates TOML text; `origin` names the source in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_string(),
+            msg: e.to_string().trim().replace('\n', " "),
+        })?;
+        cfg.validate().map_err(|(field, msg)| ConfigError::Invalid {
+            path: origin.to_string(),
+            field,
+            msg,
+        })?;
+        Ok(cfg)
+    }
+
+    /// Reads, parses and validates a file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Checks every field; the error is (dotted field name, message).
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let bad = |f: &str, m: &str| Err((f.to_string(), m.to_string()));
+        let d = &self.daemon;
+        if d.socket.as_os_str().is_empty() {
+            return bad("daemon.socket", "must not be empty");
+        }
+        if d.state_dir.as_os_str().is_empty() {
+            return bad("daemon.state_dir", "must not be empty");
+        }
+        if !(10..=60_000).contains(&d.tick_ms) {
+            return bad("daemon.tick_ms", "must be in 10..=60000");
+        }
+        if d.scan_interval_ms < d.tick_ms {
+            return bad("daemon.scan_interval_ms", "must be >= daemon.tick_ms");
+        }
+        if d.launch_timeout_ms == 0 {
+            return bad("daemon.launch_timeout_ms", "must be > 0");
+        }
+        match self.domain.kind {
+            DomainKind::Cgroup if self.domain.memory_cgroup.as_os_str().is_empty() => {
+                return bad(
+                    "domain.memory_cgroup",
+                    "must be set when domain.kind = \"cgroup\"",
+                );
+            }
+            DomainKind::System if !self.domain.memory_cgroup.as_os_str().is_empty() => {
+                return bad(
+                    "domain.memory_cgroup",
+                    "is only used with domain.kind = \"cgroup\"",
+                );
+            }
+            _ => {}
+        }
+        let p = &self.preload.core;
+        if p.cutoff_count == 0 || p.cutoff_count > 30 {
+            return bad("preload.cutoff_count", "must be in 1..=30");
+        }
+        if p.max_read_bytes < 4096 || p.max_read_bytes > 64 << 20 {
+            return bad("preload.max_read_bytes", "must be in 4096..=67108864");
+        }
+        if p.touch_interval_ms < 100 {
+            return bad("preload.touch_interval_ms", "must be >= 100");
+        }
+        if let Err(msg) = self.reclaim.core.validate() {
+            // The core names the field itself ("reclaim.x must ...").
+            let field = msg.split_whitespace().next().unwrap_or("reclaim").to_string();
+            return Err((field, msg));
+        }
+        let k = &self.killer.core;
+        for (f, v) in [
+            ("killer.unknown_relaunch_fraction", k.unknown_relaunch_fraction),
+            ("killer.trigger_avail_fraction", k.trigger_avail_fraction),
+            ("killer.trigger_anon_share", k.trigger_anon_share),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return bad(f, "must be in [0, 1]");
+            }
+        }
+        if !(0.0..=100.0).contains(&k.trigger_psi_some_avg10) {
+            return bad("killer.trigger_psi_some_avg10", "must be in [0, 100]");
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, a) in self.apps.iter().enumerate() {
+            let f = |x: &str| format!("app[{i}].{x}");
+            if !valid_app_name(&a.name) {
+                return Err((f("name"), format!("{:?} is not a valid app name", a.name)));
+            }
+            if !seen.insert(a.name.as_str()) {
+                return Err((f("name"), format!("{:?} is declared twice", a.name)));
+            }
+            if a.exe.is_empty() && a.cmdline.is_empty() && a.cgroup.is_empty() {
+                return Err((f("exe"), "one of exe, cmdline, cgroup must be set".into()));
+            }
+            if !a.cmdline.is_empty() {
+                if let Err(e) = regex::Regex::new(&a.cmdline) {
+                    return Err((f("cmdline"), format!("bad regex: {e}")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the reclaim/kill tick needs the per-process scan at all.
+    pub fn needs_process_scan(&self) -> bool {
+        self.killer.enabled || self.reclaim.enabled || !self.apps.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_text_is_the_default() {
+        let c = Config::from_toml("", "<t>").unwrap();
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn example_file_parses_and_lists_every_default() {
+        let text = include_str!("../appflow.example.toml");
+        let c = Config::from_toml(text, "appflow.example.toml").unwrap();
+        // Everything but the example's [[app]] entries is the default.
+        let mut no_apps = c.clone();
+        no_apps.apps.clear();
+        assert_eq!(no_apps, Config::default());
+        assert_eq!(c.apps.len(), 1);
+        // Every default key appears in the example (uncommented).
+        let v: toml::Table = toml::from_str(text).unwrap();
+        let d = toml::Table::try_from(Config::default()).unwrap();
+        for (section, body) in d {
+            if let toml::Value::Table(t) = body {
+                for key in t.keys() {
+                    assert!(
+                        v.get(&section).and_then(|s| s.get(key)).is_some(),
+                        "example lacks {section}.{key}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn section_fields_merge_with_core_fields() {
+        let c = Config::from_toml(
+            "[preload]\nstrategy = \"whole-profile\"\nbudget_bytes = 1024\n\
+             [killer]\nstrategy = \"lru\"\nsettle_ms = 9\n[reclaim]\nenabled = false\n",
+            "<t>",
+        )
+        .unwrap();
+        assert_eq!(c.preload.strategy, PreloadStrategy::WholeProfile);
+        assert_eq!(c.preload.core.budget_bytes, 1024);
+        assert_eq!(c.killer.strategy, KillerStrategy::Lru);
+        assert_eq!(c.killer.core.settle_ms, 9);
+        assert!(!c.reclaim.enabled);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            ("[daemon]\ntick_ms = 0\n", "daemon.tick_ms"),
+            ("[daemon]\nbogus = 1\n", "bogus"),
+            ("[preload]\nbogus_bytes = 1\n", "bogus_bytes"),
+            ("[preload]\nstrategy = \"fast\"\n", "preload.strategy"),
+            ("[killer]\nprotected = 3\n", "killer.protected"),
+            ("[reclaim]\nlow_memory_fraction = 2.0\n", "reclaim.low_memory_fraction"),
+            ("[domain]\nkind = \"cgroup\"\n", "domain.memory_cgroup"),
+            ("[[app]]\nname = \"a/b\"\nexe = \"/x\"\n", "app[0].name"),
+            ("[[app]]\nname = \"a\"\n", "app[0].exe"),
+            ("[[app]]\nname = \"a\"\ncmdline = \"(\"\n", "app[0].cmdline"),
+            ("[daemon]\ntick_ms = \"fast\"\n", "tick_ms"),
+        ];
+        for (text, field) in cases {
+            let e = Config::from_toml(text, "f.toml").unwrap_err().to_string();
+            assert!(e.contains(field), "{text:?}: {e:?} lacks {field}");
+            assert!(e.contains("f.toml"), "{e}");
+        }
+    }
+
+    #[test]
+    fn app_names() {
+        assert!(valid_app_name("tiktok"));
+        assert!(!valid_app_name(""));
+        assert!(!valid_app_name(".."));
+        assert!(!valid_app_name("a/b"));
+    }
+}
