@@ -1,0 +1,278 @@
+//! Memory cgroups, v1 and v2, behind one shape.
+//!
+//! | quantity | v1 file / key | v2 file / key |
+//! |---|---|---|
+//! | usage | `memory.usage_in_bytes` | `memory.current` |
+//! | limit | `memory.limit_in_bytes` (≥ 2^62 = unlimited) | `memory.max` (`max` = unlimited) |
+//! | anon / file | `total_rss` / `total_cache` | `anon` / `file` |
+//! | LRU lists | `total_{in,}active_{anon,file}` | `{in,}active_{anon,file}` |
+//! | faults | `total_pgfault`, `total_pgmajfault` | `pgfault`, `pgmajfault` |
+//! | refaults | `total_workingset_refault_{anon,file}` (or `total_workingset_refault`) | `workingset_refault_{anon,file}` (or `workingset_refault`) |
+//! | scan / steal | not reported by v1 (0) | `pgscan`, `pgsteal` |
+//! | swap | `total_swap` (only with swap accounting) | `memory.swap.current` |
+//! | swappiness | `memory.swappiness` | none (global `vm.swappiness`) |
+//! | pressure | none | `memory.pressure` |
+//!
+//! v1's hierarchical `total_*` keys are used so that a domain cgroup with
+//! children reports the whole domain; the local key is the fallback.
+
+use super::{parse_err, parse_u64, read_psi_file, read_text, Psi, ReadError};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Which cgroup interface a memory cgroup speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum CgroupVersion {
+    /// Legacy hierarchy (`/sys/fs/cgroup/memory/...`).
+    V1,
+    /// Unified hierarchy.
+    V2,
+}
+
+/// The memory counters of a cgroup that the policies use, in one shape for both versions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MemCgStat {
+    /// Anonymous memory (v1 `total_rss`, v2 `anon`), bytes.
+    pub anon_bytes: u64,
+    /// Page cache (v1 `total_cache`, v2 `file`), bytes.
+    pub file_bytes: u64,
+    /// Active file LRU, bytes.
+    pub active_file_bytes: u64,
+    /// Inactive file LRU, bytes.
+    pub inactive_file_bytes: u64,
+    /// Active anon LRU, bytes.
+    pub active_anon_bytes: u64,
+    /// Inactive anon LRU, bytes.
+    pub inactive_anon_bytes: u64,
+    /// Page faults (count).
+    pub pgfault: u64,
+    /// Major page faults (count).
+    pub pgmajfault: u64,
+    /// Refaults of evicted pages, anon + file (count).
+    pub workingset_refault: u64,
+    /// Pages scanned by reclaim (count; always 0 on v1, which does not report it).
+    pub pgscan: u64,
+    /// Pages reclaimed (count; always 0 on v1).
+    pub pgsteal: u64,
+    /// Swapped-out anonymous memory, bytes (v1 `total_swap` when swap
+    /// accounting is on, else 0; v2 `memory.swap.current`, filled by [`MemCgroup::stat`]).
+    pub swap_bytes: u64,
+}
+
+fn kv_map(file: &str, text: &str) -> Result<BTreeMap<String, u64>, ReadError> {
+    let mut m = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut it = line.split_whitespace();
+        let (Some(k), Some(v), None) = (it.next(), it.next(), it.next()) else {
+            return Err(parse_err(file, format!("line {line:?} is not `key value`")));
+        };
+        m.insert(k.to_string(), parse_u64(file, k, v)?);
+    }
+    if m.is_empty() {
+        return Err(parse_err(file, "no counters"));
+    }
+    Ok(m)
+}
+
+fn require(file: &str, m: &BTreeMap<String, u64>, keys: &[&str]) -> Result<u64, ReadError> {
+    keys.iter()
+        .find_map(|k| m.get(*k).copied())
+        .ok_or_else(|| parse_err(file, format!("field {} is missing", keys.join(" / "))))
+}
+
+fn refault_sum(m: &BTreeMap<String, u64>, prefix: &str) -> u64 {
+    let a = m.get(&format!("{prefix}workingset_refault_anon"));
+    let f = m.get(&format!("{prefix}workingset_refault_file"));
+    if a.is_some() || f.is_some() {
+        a.copied().unwrap_or(0) + f.copied().unwrap_or(0)
+    } else {
+        m.get(&format!("{prefix}workingset_refault"))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// Parses a v1 `memory.stat` (hierarchical `total_*` keys preferred, local keys as fallback).
+pub fn parse_memcg_stat_v1(text: &str) -> Result<MemCgStat, ReadError> {
+    const FILE: &str = "memory.stat";
+    let m = kv_map(FILE, text)?;
+    let get = |k: &str| require(FILE, &m, &[&format!("total_{k}"), k]);
+    let total = m.keys().any(|k| k.starts_with("total_"));
+    Ok(MemCgStat {
+        anon_bytes: get("rss")?,
+        file_bytes: get("cache")?,
+        active_file_bytes: get("active_file")?,
+        inactive_file_bytes: get("inactive_file")?,
+        active_anon_bytes: get("active_anon")?,
+        inactive_anon_bytes: get("inactive_anon")?,
+        pgfault: get("pgfault")?,
+        pgmajfault: get("pgmajfault")?,
+        workingset_refault: refault_sum(&m, if total { "total_" } else { "" }),
+        pgscan: 0,
+        pgsteal: 0,
+        swap_bytes: get("swap").unwrap_or(0),
+    })
+}
+
+/// Parses a v2 `memory.stat`. `swap_bytes` is left 0: v2 reports swap in
+/// `memory.swap.current`, which [`MemCgroup::stat`] reads.
+pub fn parse_memcg_stat_v2(text: &str) -> Result<MemCgStat, ReadError> {
+    const FILE: &str = "memory.stat";
+    let m = kv_map(FILE, text)?;
+    let get = |k: &str| require(FILE, &m, &[k]);
+    Ok(MemCgStat {
+        anon_bytes: get("anon")?,
+        file_bytes: get("file")?,
+        active_file_bytes: get("active_file")?,
+        inactive_file_bytes: get("inactive_file")?,
+        active_anon_bytes: get("active_anon")?,
+        inactive_anon_bytes: get("inactive_anon")?,
+        pgfault: get("pgfault")?,
+        pgmajfault: get("pgmajfault")?,
+        workingset_refault: refault_sum(&m, ""),
+        pgscan: m.get("pgscan").copied().unwrap_or(0),
+        pgsteal: m.get("pgsteal").copied().unwrap_or(0),
+        swap_bytes: 0,
+    })
+}
+
+/// v1 prints "no limit" as LONG_MAX rounded down to a page
+/// (9223372036854771712); anything at or above 2^62 is treated as unlimited.
+const V1_UNLIMITED_FROM: u64 = 1 << 62;
+
+/// A memory cgroup directory, v1 or v2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemCgroup {
+    /// The cgroup directory.
+    pub path: PathBuf,
+    /// Its interface version.
+    pub version: CgroupVersion,
+}
+
+impl MemCgroup {
+    /// Opens a memory cgroup directory: v1 when `memory.limit_in_bytes`
+    /// exists, v2 when `memory.max` exists, else [`ReadError::NotMemCgroup`]
+    /// (an `Io` error when the directory itself is missing).
+    pub fn open(path: &Path) -> Result<Self, ReadError> {
+        if let Err(source) = std::fs::metadata(path) {
+            return Err(ReadError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+        let version = if path.join("memory.limit_in_bytes").exists() {
+            CgroupVersion::V1
+        } else if path.join("memory.max").exists() {
+            CgroupVersion::V2
+        } else {
+            return Err(ReadError::NotMemCgroup {
+                path: path.to_path_buf(),
+            });
+        };
+        Ok(Self {
+            path: path.to_path_buf(),
+            version,
+        })
+    }
+
+    fn read_u64(&self, file: &str) -> Result<u64, ReadError> {
+        let p = self.path.join(file);
+        let t = read_text(&p)?;
+        parse_u64(file, "value", &t).map_err(|e| e.at(&p))
+    }
+
+    /// Memory charged to the cgroup now, bytes (v1 `memory.usage_in_bytes`, v2 `memory.current`).
+    pub fn usage_bytes(&self) -> Result<u64, ReadError> {
+        match self.version {
+            CgroupVersion::V1 => self.read_u64("memory.usage_in_bytes"),
+            CgroupVersion::V2 => self.read_u64("memory.current"),
+        }
+    }
+
+    /// The hard limit in bytes; `None` when unlimited.
+    pub fn limit_bytes(&self) -> Result<Option<u64>, ReadError> {
+        match self.version {
+            CgroupVersion::V1 => {
+                let v = self.read_u64("memory.limit_in_bytes")?;
+                Ok((v < V1_UNLIMITED_FROM).then_some(v))
+            }
+            CgroupVersion::V2 => {
+                let p = self.path.join("memory.max");
+                let t = read_text(&p)?;
+                if t.trim() == "max" {
+                    Ok(None)
+                } else {
+                    parse_u64("memory.max", "value", &t)
+                        .map(Some)
+                        .map_err(|e| e.at(&p))
+                }
+            }
+        }
+    }
+
+    /// The memory counters, in one shape for both versions.
+    pub fn stat(&self) -> Result<MemCgStat, ReadError> {
+        let p = self.path.join("memory.stat");
+        let t = read_text(&p)?;
+        match self.version {
+            CgroupVersion::V1 => parse_memcg_stat_v1(&t).map_err(|e| e.at(&p)),
+            CgroupVersion::V2 => {
+                let mut s = parse_memcg_stat_v2(&t).map_err(|e| e.at(&p))?;
+                // No swap controller / no swap: the file is absent, swap is 0.
+                if self.path.join("memory.swap.current").exists() {
+                    s.swap_bytes = self.read_u64("memory.swap.current")?;
+                }
+                Ok(s)
+            }
+        }
+    }
+
+    /// Memory the domain can still use without reclaiming anything hard:
+    /// `limit − usage + inactive_file` (inactive page cache is the first
+    /// thing reclaim drops; the domain's M_aval of seed 000 Algorithm 1).
+    /// `None` when the cgroup has no limit (use the system's MemAvailable).
+    pub fn available_bytes(&self) -> Result<Option<u64>, ReadError> {
+        let Some(limit) = self.limit_bytes()? else {
+            return Ok(None);
+        };
+        let usage = self.usage_bytes()?;
+        let inactive_file = self.stat()?.inactive_file_bytes;
+        Ok(Some(limit.saturating_sub(usage) + inactive_file.min(usage)))
+    }
+
+    /// Processes in this cgroup (its own `cgroup.procs`, not descendants').
+    pub fn procs(&self) -> Result<Vec<u32>, ReadError> {
+        let p = self.path.join("cgroup.procs");
+        let t = read_text(&p)?;
+        t.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                l.trim().parse::<u32>().map_err(|_| ReadError::Parse {
+                    path: p.clone(),
+                    what: format!("{l:?} is not a pid"),
+                })
+            })
+            .collect()
+    }
+
+    /// v1 `memory.swappiness` (0..=200); `None` on v2, which has no per-cgroup swappiness.
+    pub fn swappiness(&self) -> Result<Option<u32>, ReadError> {
+        match self.version {
+            CgroupVersion::V1 => Ok(Some(self.read_u64("memory.swappiness")? as u32)),
+            CgroupVersion::V2 => Ok(None),
+        }
+    }
+
+    /// v2 `memory.pressure`; `None` on v1 (no per-cgroup PSI in the legacy
+    /// hierarchy). A v2 cgroup without the file gives [`ReadError::PsiNotAvailable`].
+    pub fn pressure(&self) -> Result<Option<Psi>, ReadError> {
+        match self.version {
+            CgroupVersion::V1 => Ok(None),
+            CgroupVersion::V2 => read_psi_file(&self.path.join("memory.pressure")).map(Some),
+        }
+    }
+}

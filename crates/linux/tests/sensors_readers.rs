@@ -1,0 +1,274 @@
+//! Readers against fixture trees copied from real kernel text (Linux 6.18
+//! VM, cgroup v1) and a hand-written v2 tree (see fixtures/memcg_v2/README.md).
+
+use appflow_linux::readers::*;
+use std::path::{Path, PathBuf};
+
+fn fx(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
+}
+
+#[test]
+fn meminfo_from_real_text() {
+    let m = read_meminfo(&fx("vm6/proc")).unwrap();
+    assert_eq!(m.total_kb, 24_684_084);
+    assert_eq!(m.available_kb, 23_960_928);
+    assert_eq!(m.inactive_file_kb, 476_080);
+    assert_eq!(m.mlocked_kb, 14_204);
+    assert_eq!(m.swap_total_kb, 0);
+    assert!(m.free_kb > 0 && m.free_kb <= m.total_kb);
+    assert!(m.cached_kb > 0 && m.active_file_kb > 0 && m.inactive_anon_kb > 0);
+}
+
+#[test]
+fn meminfo_errors_name_the_field() {
+    let e = parse_meminfo("MemTotal: 10 kB\nMemFree: x kB\nMemAvailable: 1 kB\n").unwrap_err();
+    let s = e.to_string();
+    assert!(s.contains("meminfo") && s.contains("MemFree"), "{s}");
+    let e = parse_meminfo("MemTotal: 10 kB\nMemFree: 5 kB\n").unwrap_err();
+    assert!(e.to_string().contains("MemAvailable is missing"), "{e}");
+    // Through the reader the error names the full path.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("meminfo"), "garbage\n").unwrap();
+    let e = read_meminfo(dir.path()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&dir.path().join("meminfo").display().to_string()),
+        "{e}"
+    );
+}
+
+#[test]
+fn vmstat_from_real_text() {
+    let v = read_vmstat(&fx("vm6/proc")).unwrap();
+    assert_eq!(v.pgalloc_total(), 9_745_254);
+    assert_eq!(v.refaults(), 194_009);
+    assert_eq!(v.allocstalls(), 0);
+    assert_eq!(v.pswpin(), 0);
+    assert_eq!(v.pswpout(), 0);
+    assert!(v.get("pgfault") > 0);
+    assert_eq!(v.get("no_such_counter"), 0);
+    assert!(v.counters.len() > 100);
+}
+
+#[test]
+fn vmstat_sums_and_old_kernel_refaults() {
+    let v = parse_vmstat(
+        "pgalloc_dma 1\npgalloc_normal 10\npgalloc_movable 100\nallocstall_normal 3\n\
+         allocstall_movable 4\nworkingset_refault 77\npgfree 9\n",
+    )
+    .unwrap();
+    assert_eq!(v.pgalloc_total(), 111);
+    assert_eq!(v.allocstalls(), 7);
+    assert_eq!(v.refaults(), 77);
+    let e = parse_vmstat("pgfault twelve\n").unwrap_err();
+    assert!(
+        e.to_string().contains("vmstat") && e.to_string().contains("pgfault"),
+        "{e}"
+    );
+    assert!(parse_vmstat("").is_err());
+}
+
+#[test]
+fn psi_from_real_text_and_missing() {
+    let p = read_psi_memory(&fx("vm6/proc")).unwrap();
+    assert_eq!(p.some_avg10, 0.0);
+    assert_eq!(p.full_total_us, 0);
+    let e = read_psi_memory(&fx("proc_nopsi/proc")).unwrap_err();
+    assert!(matches!(e, ReadError::PsiNotAvailable { .. }), "{e:?}");
+    assert!(e.to_string().contains("PSI not available"));
+}
+
+#[test]
+fn psi_values_and_errors() {
+    let p = parse_psi(
+        "some avg10=1.52 avg60=0.40 avg300=0.08 total=812345\n\
+         full avg10=0.71 avg60=0.18 avg300=0.03 total=401277\n",
+    )
+    .unwrap();
+    assert_eq!(p.some_avg10, 1.52);
+    assert_eq!(p.some_avg300, 0.08);
+    assert_eq!(p.some_total_us, 812_345);
+    assert_eq!(p.full_avg60, 0.18);
+    assert_eq!(p.full_total_us, 401_277);
+    let e = parse_psi("some avg10=x avg60=0 avg300=0 total=1\n").unwrap_err();
+    assert!(e.to_string().contains("some avg10"), "{e}");
+    let e = parse_psi("some avg10=0 avg60=0 avg300=0\n").unwrap_err();
+    assert!(e.to_string().contains("some total is missing"), "{e}");
+    assert!(parse_psi("full avg10=0 avg60=0 avg300=0 total=1\n").is_err());
+}
+
+#[test]
+fn smaps_rollup_from_real_text() {
+    let s = read_smaps_rollup(&fx("vm6/proc"), 4242).unwrap();
+    assert_eq!(s.rss_kb, 79_164);
+    assert_eq!(s.pss_kb, 77_349);
+    assert_eq!(s.anon_kb, 72_404);
+    assert_eq!(s.swap_kb, 0);
+    assert_eq!(s.footprint_bytes(), 79_164 * 1024);
+    let s = parse_smaps_rollup("0-1 ---p 0 00:00 0 [rollup]\nRss: 10 kB\nSwap: 5 kB\n").unwrap();
+    assert_eq!(s.footprint_bytes(), 15 * 1024);
+    assert_eq!(parse_smaps_rollup("").unwrap(), SmapsRollup::default());
+    let e = parse_smaps_rollup("Rss: many kB\n").unwrap_err();
+    assert!(e.to_string().contains("smaps_rollup") && e.to_string().contains("Rss"));
+    assert!(parse_smaps_rollup("Pss: 1 kB\n").is_err());
+}
+
+#[test]
+fn process_files_from_real_text() {
+    let root = fx("vm6/proc");
+    assert_eq!(read_oom_score_adj(&root, 4242).unwrap(), 300);
+    assert_eq!(read_comm(&root, 4242).unwrap(), "python3");
+    let cmd = read_cmdline(&root, 4242).unwrap();
+    assert_eq!(cmd.len(), 3);
+    assert!(cmd[0].ends_with("python3"));
+    assert_eq!(cmd[1], "-c");
+    assert!(read_exe(&root, 4242).unwrap().ends_with("python3.11"));
+    assert_eq!(read_ppid(&root, 4242).unwrap(), 9955);
+    assert!(list_pids(&root).unwrap().contains(&4242));
+    let e = read_oom_score_adj(&root, 999_999).unwrap_err();
+    assert!(e.is_not_found(), "{e:?}");
+}
+
+#[test]
+fn stat_ppid_with_hostile_comm() {
+    assert_eq!(parse_stat_ppid("12 (a) b) (c) S 7 12 12 0").unwrap(), 7);
+    assert!(parse_stat_ppid("12 a S 7").is_err());
+    assert!(parse_stat_ppid("12 (a) S x")
+        .unwrap_err()
+        .to_string()
+        .contains("ppid"));
+}
+
+#[test]
+fn maps_from_real_text() {
+    let maps = read_maps(&fx("vm6/proc"), 4242).unwrap();
+    assert!(maps.iter().any(|m| m.path.ends_with("libc.so.6")));
+    assert!(maps.iter().all(|m| m.path.starts_with('/') && m.inode != 0));
+    assert!(maps.iter().all(|m| m.end_addr > m.start_addr));
+    let exe = &maps[0];
+    assert!(exe.path.ends_with("python3.11"));
+    assert_eq!(exe.offset_bytes, 0);
+    assert_eq!(maps[1].offset_bytes, 0x1000);
+    assert!(parse_maps("zz-1 r--p 0 00:00 5 /x\n").is_err());
+}
+
+#[test]
+fn memcg_v1_from_real_text() {
+    let cg = MemCgroup::open(&fx("memcg_v1")).unwrap();
+    assert_eq!(cg.version, CgroupVersion::V1);
+    assert_eq!(cg.usage_bytes().unwrap(), 536_834_048);
+    assert_eq!(cg.limit_bytes().unwrap(), Some(536_870_912));
+    let s = cg.stat().unwrap();
+    assert_eq!(s.anon_bytes, 107_696_128);
+    assert_eq!(s.file_bytes, 428_589_056);
+    assert_eq!(s.inactive_file_bytes, 239_783_936);
+    assert_eq!(s.active_file_bytes, 188_805_120);
+    assert_eq!(s.inactive_anon_bytes, 107_692_032);
+    assert_eq!(s.pgfault, 53_788);
+    assert_eq!(s.workingset_refault, 62_647);
+    assert_eq!((s.pgscan, s.pgsteal, s.swap_bytes), (0, 0, 0));
+    assert_eq!(
+        cg.available_bytes().unwrap(),
+        Some(536_870_912 - 536_834_048 + 239_783_936)
+    );
+    assert_eq!(cg.procs().unwrap(), vec![10163]);
+    assert_eq!(cg.swappiness().unwrap(), Some(30));
+    assert_eq!(cg.pressure().unwrap(), None);
+}
+
+#[test]
+fn memcg_v1_unlimited_root_of_this_machine_format() {
+    // The v1 root prints "no limit" as LONG_MAX rounded to a page.
+    let dir = tempfile::tempdir().unwrap();
+    for f in [
+        "memory.stat",
+        "memory.usage_in_bytes",
+        "memory.swappiness",
+        "cgroup.procs",
+    ] {
+        std::fs::copy(fx("memcg_v1").join(f), dir.path().join(f)).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("memory.limit_in_bytes"),
+        "9223372036854771712\n",
+    )
+    .unwrap();
+    let cg = MemCgroup::open(dir.path()).unwrap();
+    assert_eq!(cg.limit_bytes().unwrap(), None);
+    assert_eq!(cg.available_bytes().unwrap(), None);
+}
+
+#[test]
+fn memcg_v2_documented_format() {
+    let cg = MemCgroup::open(&fx("memcg_v2")).unwrap();
+    assert_eq!(cg.version, CgroupVersion::V2);
+    assert_eq!(cg.usage_bytes().unwrap(), 423_624_704);
+    assert_eq!(cg.limit_bytes().unwrap(), Some(536_870_912));
+    let s = cg.stat().unwrap();
+    assert_eq!(s.anon_bytes, 112_590_848);
+    assert_eq!(s.file_bytes, 301_989_888);
+    assert_eq!(s.workingset_refault, 6_114);
+    assert_eq!(s.pgscan, 48_213);
+    assert_eq!(s.pgsteal, 40_111);
+    assert_eq!(s.pgmajfault, 1_043);
+    assert_eq!(s.swap_bytes, 8_388_608);
+    assert_eq!(
+        cg.available_bytes().unwrap(),
+        Some(536_870_912 - 423_624_704 + 188_743_680)
+    );
+    assert_eq!(cg.procs().unwrap(), vec![10311, 10315]);
+    assert_eq!(cg.swappiness().unwrap(), None);
+    let p = cg.pressure().unwrap().unwrap();
+    assert_eq!(p.some_total_us, 812_345);
+    let un = MemCgroup::open(&fx("memcg_v2_unlimited")).unwrap();
+    assert_eq!(un.limit_bytes().unwrap(), None);
+}
+
+#[test]
+fn memcg_errors() {
+    let e = MemCgroup::open(&fx("vm6")).unwrap_err();
+    assert!(matches!(e, ReadError::NotMemCgroup { .. }), "{e:?}");
+    assert!(MemCgroup::open(&fx("does-not-exist")).is_err());
+    let e = parse_memcg_stat_v2("anon 1\nfile 2\n").unwrap_err();
+    assert!(e.to_string().contains("memory.stat") && e.to_string().contains("active_file"));
+    let e = parse_memcg_stat_v1("total_rss x\n").unwrap_err();
+    assert!(e.to_string().contains("total_rss"), "{e}");
+    // Malformed file through the reader names the path.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("memory.max"), "lots\n").unwrap();
+    let cg = MemCgroup::open(dir.path()).unwrap();
+    let e = cg.limit_bytes().unwrap_err();
+    assert!(e.to_string().contains("memory.max"), "{e}");
+}
+
+#[test]
+fn live_kernel_reads() {
+    let proc_root = Path::new("/proc");
+    if !proc_root.join("meminfo").exists() {
+        eprintln!("skipped: no /proc");
+        return;
+    }
+    let m = read_meminfo(proc_root).unwrap();
+    assert!(m.total_kb > 0);
+    assert!(read_vmstat(proc_root).unwrap().pgalloc_total() > 0);
+    let me = std::process::id();
+    assert!(read_smaps_rollup(proc_root, me).unwrap().rss_kb > 0);
+    assert!(list_pids(proc_root).unwrap().contains(&me));
+    assert!(descendants(proc_root, 1).unwrap().contains(&me));
+    match read_psi_memory(proc_root) {
+        Ok(p) => assert!(p.some_avg10 >= 0.0),
+        Err(ReadError::PsiNotAvailable { .. }) => eprintln!("PSI not available here"),
+        Err(e) => panic!("{e}"),
+    }
+    let root_cg = Path::new("/sys/fs/cgroup/memory");
+    if root_cg.join("memory.limit_in_bytes").exists() {
+        let cg = MemCgroup::open(root_cg).unwrap();
+        assert_eq!(cg.version, CgroupVersion::V1);
+        assert!(cg.stat().unwrap().file_bytes > 0);
+    } else {
+        eprintln!("skipped v1 memcg check: no /sys/fs/cgroup/memory");
+    }
+}
