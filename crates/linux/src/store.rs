@@ -1,1 +1,258 @@
-//! (under construction)
+//! The launch-profile store: one JSON file per app under
+//! `<state_dir>/profiles/<app>.json`, written atomically (SPEC §3.1).
+//!
+//! A corrupt, foreign or future-version file is reported and skipped by
+//! [`ProfileStore::load_all`], never fatal: the daemon keeps working with
+//! the profiles it can read. [`write_atomic`] is the one atomic-write helper
+//! of the crate (temp file in the same directory, fsync, rename, fsync of the
+//! directory), so a crash leaves either the old or the new file, never half.
+
+use appflow_core::profile::{LaunchObservation, LaunchProfile, ProfileError};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use thiserror::Error;
+
+/// The profiles' subdirectory of the state directory.
+pub const PROFILES_DIR: &str = "profiles";
+/// The longest app name accepted (file names are limited to 255 bytes).
+pub const MAX_APP_NAME_BYTES: usize = 200;
+
+/// Why a profile could not be stored or loaded.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// The app name cannot be a profile file name.
+    #[error("bad app name {name:?}: {why}")]
+    BadAppName {
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A file or directory could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A profile file could not be understood.
+    #[error("{}: {source}", path.display())]
+    Profile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        source: ProfileError,
+    },
+    /// A profile file holds another app's profile.
+    #[error("{}: holds the profile of app {found:?}, not {expected:?}", path.display())]
+    WrongApp {
+        /// The file.
+        path: PathBuf,
+        /// App expected from the file name.
+        expected: String,
+        /// App found inside.
+        found: String,
+    },
+}
+
+impl StoreError {
+    /// True when the error is the user's input (a bad app name), so the binary exits 2.
+    pub fn is_input_error(&self) -> bool {
+        matches!(self, StoreError::BadAppName { .. })
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Checks that `name` can be used as a profile file name: non-empty, at most
+/// [`MAX_APP_NAME_BYTES`], no `/`, no NUL, no `..`, not starting with `.`
+/// (dot files are the store's temp files), no control characters.
+pub fn validate_app_name(name: &str) -> Result<(), StoreError> {
+    let bad = |why| {
+        Err(StoreError::BadAppName {
+            name: name.to_string(),
+            why,
+        })
+    };
+    if name.trim().is_empty() {
+        return bad("empty");
+    }
+    if name.len() > MAX_APP_NAME_BYTES {
+        return bad("longer than 200 bytes");
+    }
+    if name.contains('/') {
+        return bad("contains '/'");
+    }
+    if name.contains("..") {
+        return bad("contains '..'");
+    }
+    if name.starts_with('.') {
+        return bad("starts with '.'");
+    }
+    if name.chars().any(char::is_control) {
+        return bad("contains a control character");
+    }
+    Ok(())
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `bytes` to `path` atomically: a temp file in the same directory is
+/// written, fsynced, renamed over `path`, and the directory is fsynced so the
+/// rename itself is durable. On error the temp file is removed and `path` is
+/// untouched. The parent directory must exist.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp.{}.{}",
+        name.to_string_lossy(),
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// The profiles of one state directory.
+#[derive(Debug, Clone)]
+pub struct ProfileStore {
+    dir: PathBuf,
+}
+
+/// What [`ProfileStore::load_all`] found: the readable profiles (sorted by
+/// app) and the files it skipped with the reason.
+pub type Loaded = (Vec<LaunchProfile>, Vec<(PathBuf, StoreError)>);
+
+impl ProfileStore {
+    /// The store of `<state_dir>/profiles`. Nothing is created until the first save.
+    pub fn open(state_dir: &Path) -> Self {
+        Self {
+            dir: state_dir.join(PROFILES_DIR),
+        }
+    }
+
+    /// The profiles directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file of `app`'s profile (the name is validated).
+    pub fn path_of(&self, app: &str) -> Result<PathBuf, StoreError> {
+        validate_app_name(app)?;
+        Ok(self.dir.join(format!("{app}.json")))
+    }
+
+    fn read_file(path: &Path, expected_app: &str) -> Result<LaunchProfile, StoreError> {
+        let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+        let p = LaunchProfile::from_json(&text).map_err(|source| StoreError::Profile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if p.app != expected_app {
+            return Err(StoreError::WrongApp {
+                path: path.to_path_buf(),
+                expected: expected_app.to_string(),
+                found: p.app,
+            });
+        }
+        Ok(p)
+    }
+
+    /// Loads `app`'s profile; `None` when it has none yet. A corrupt file is an error here.
+    pub fn load(&self, app: &str) -> Result<Option<LaunchProfile>, StoreError> {
+        let path = self.path_of(app)?;
+        if !path.exists() {
+            return Ok(None);
+        }
+        Self::read_file(&path, app).map(Some)
+    }
+
+    /// Loads every `*.json` profile. Unreadable, corrupt, foreign,
+    /// future-version and misnamed files are skipped (with a warning) and
+    /// listed; only an unreadable directory is an error. A missing directory
+    /// is an empty store.
+    pub fn load_all(&self) -> Result<Loaded, StoreError> {
+        let mut profiles = Vec::new();
+        let mut skipped = Vec::new();
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((profiles, skipped)),
+            Err(e) => return Err(io_err(&self.dir)(e)),
+        };
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(io_err(&self.dir))?;
+            let path = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') || !name.ends_with(".json") {
+                continue; // temp files of write_atomic, editor leftovers
+            }
+            paths.push(path);
+        }
+        paths.sort();
+        for path in paths {
+            let stem = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            match Self::read_file(&path, &stem) {
+                Ok(p) => profiles.push(p),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "skipping profile file");
+                    skipped.push((path, e));
+                }
+            }
+        }
+        Ok((profiles, skipped))
+    }
+
+    /// Saves a profile atomically, creating the directory when needed. Returns its path.
+    pub fn save(&self, profile: &LaunchProfile) -> Result<PathBuf, StoreError> {
+        let path = self.path_of(&profile.app)?;
+        profile.validate().map_err(|source| StoreError::Profile {
+            path: path.clone(),
+            source,
+        })?;
+        std::fs::create_dir_all(&self.dir).map_err(io_err(&self.dir))?;
+        write_atomic(&path, profile.to_json().as_bytes()).map_err(io_err(&path))?;
+        Ok(path)
+    }
+
+    /// Merges one observed launch into `app`'s profile (a new one when it has
+    /// none) and saves it. A corrupt existing file is an error, not replaced.
+    pub fn record(&self, app: &str, obs: &LaunchObservation) -> Result<LaunchProfile, StoreError> {
+        let mut p = self.load(app)?.unwrap_or_else(|| LaunchProfile::new(app));
+        p.merge_launch(obs);
+        self.save(&p)?;
+        Ok(p)
+    }
+}

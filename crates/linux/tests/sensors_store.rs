@@ -1,0 +1,139 @@
+//! The profile store: atomic saves, corrupt and foreign files skipped, bad names refused.
+
+use appflow_core::profile::{ByteRange, LaunchObservation, LaunchProfile, ObservedFile};
+use appflow_linux::store::{validate_app_name, write_atomic, ProfileStore, StoreError};
+
+fn obs(path: &str, end: u64) -> LaunchObservation {
+    LaunchObservation {
+        files: vec![ObservedFile {
+            path: path.into(),
+            size_bytes: 1 << 20,
+            first_access_us: 5,
+            ranges: vec![ByteRange { start: 0, end }],
+        }],
+        anon_launch_bytes: 7 << 20,
+        footprint_after_launch_bytes: 9 << 20,
+        launch_ms: 321,
+        at_unix_ms: 1_700_000_000_000,
+    }
+}
+
+#[test]
+fn save_load_and_record_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ProfileStore::open(dir.path());
+    assert!(store.load("cam").unwrap().is_none());
+    assert!(store.load_all().unwrap().0.is_empty());
+    let p = store.record("cam", &obs("/a", 4096)).unwrap();
+    assert_eq!(p.launches, 1);
+    let p = store.record("cam", &obs("/a", 8192)).unwrap();
+    assert_eq!(p.launches, 2);
+    let back = store.load("cam").unwrap().unwrap();
+    assert_eq!(back, p);
+    assert_eq!(back.anon_launch_bytes, 7 << 20);
+    assert_eq!(back.relaunch_footprint_bytes, 9 << 20);
+    assert_eq!(
+        store.path_of("cam").unwrap(),
+        dir.path().join("profiles/cam.json")
+    );
+    // No temp files left behind.
+    let names: Vec<String> = std::fs::read_dir(store.dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["cam.json".to_string()]);
+}
+
+#[test]
+fn corrupt_and_foreign_files_are_skipped_others_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ProfileStore::open(dir.path());
+    store.record("good", &obs("/g", 100)).unwrap();
+    store.record("also-good", &obs("/h", 100)).unwrap();
+    let d = store.dir();
+    std::fs::write(d.join("corrupt.json"), "{ not json").unwrap();
+    std::fs::write(d.join("foreign.json"), r#"{"format":"other","version":1}"#).unwrap();
+    std::fs::write(
+        d.join("future.json"),
+        r#"{"format":"appflow-profile","version":99}"#,
+    )
+    .unwrap();
+    // A valid profile of another app under the wrong file name.
+    let mut other = LaunchProfile::new("other");
+    other.merge_launch(&obs("/o", 10));
+    std::fs::write(d.join("misnamed.json"), other.to_json()).unwrap();
+    // Ignored entirely: temp files and non-json files.
+    std::fs::write(d.join(".good.json.tmp.1.0"), "partial").unwrap();
+    std::fs::write(d.join("notes.txt"), "hello").unwrap();
+
+    let (profiles, skipped) = store.load_all().unwrap();
+    let apps: Vec<&str> = profiles.iter().map(|p| p.app.as_str()).collect();
+    assert_eq!(apps, vec!["also-good", "good"]);
+    let mut skipped_names: Vec<String> = skipped
+        .iter()
+        .map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    skipped_names.sort();
+    assert_eq!(
+        skipped_names,
+        vec![
+            "corrupt.json",
+            "foreign.json",
+            "future.json",
+            "misnamed.json"
+        ]
+    );
+    for (path, e) in &skipped {
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    }
+    let foreign = skipped
+        .iter()
+        .find(|(p, _)| p.ends_with("foreign.json"))
+        .unwrap();
+    assert!(foreign.1.to_string().contains("foreign"), "{}", foreign.1);
+    // A corrupt file is not silently replaced by record().
+    assert!(store.record("corrupt", &obs("/c", 1)).is_err());
+    assert_eq!(
+        std::fs::read_to_string(d.join("corrupt.json")).unwrap(),
+        "{ not json"
+    );
+}
+
+#[test]
+fn bad_app_names_are_refused() {
+    for bad in [
+        "",
+        "  ",
+        "a/b",
+        "..",
+        "x..y",
+        ".hidden",
+        "tab\there",
+        &"x".repeat(201),
+    ] {
+        let e = validate_app_name(bad).unwrap_err();
+        assert!(e.is_input_error());
+        assert!(e.to_string().contains("bad app name"), "{e}");
+    }
+    for good in ["tiktok", "com.example.app", "my app", "a-b_c.1"] {
+        validate_app_name(good).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = ProfileStore::open(dir.path());
+    let e = store.record("../escape", &obs("/a", 1)).unwrap_err();
+    assert!(matches!(e, StoreError::BadAppName { .. }));
+    assert!(!dir.path().join("escape.json").exists());
+}
+
+#[test]
+fn write_atomic_replaces_whole_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.json");
+    write_atomic(&p, b"first version, longer").unwrap();
+    write_atomic(&p, b"second").unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"second");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    // Missing parent directory: error, nothing created.
+    let e = write_atomic(&dir.path().join("no/such/dir.json"), b"x").unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+}
