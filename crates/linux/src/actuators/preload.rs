@@ -1,0 +1,738 @@
+//! The preload worker and its client (contract D, SPEC §3.2).
+//!
+//! The daemon spawns `appflow preload-worker` as a separate process, writes
+//! its pid into the domain's memory cgroup (and blkio cgroup) BEFORE sending
+//! any work — page-cache charges land in the cgroup of the task that brings
+//! the page in, so a thread of the daemon would be charged to the daemon's
+//! cgroup, a free lunch — and puts it in the idle I/O class at nice 19.
+//!
+//! Protocol: one JSON [`WorkerCmd`] per line on the worker's stdin, one JSON
+//! [`WorkerReply`] per line on its stdout. `Hold::Protect` spans are read with
+//! large `pread`s and then `mmap`+`mlock`ed until released (protected from
+//! reclaim during the launch); `Hold::Touch` spans are read and re-read every
+//! `touch_interval_ms` (kept warm, reclaimable). The worker exits when its
+//! stdin closes (the daemon died): the kernel drops its mlocks with it.
+
+use appflow_core::mechanism::{Hold, MechError, PreloadMechanism};
+use appflow_core::preload::FileSpan;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A byte range of a file, as sent to the worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkSpan {
+    /// File path.
+    pub path: String,
+    /// First byte.
+    pub offset: u64,
+    /// Length.
+    pub len: u64,
+}
+
+/// A command to the worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum WorkerCmd {
+    /// Read `spans` in order for `app` and hold them.
+    Load {
+        /// App.
+        app: String,
+        /// How to hold.
+        hold: Hold,
+        /// Spans in order.
+        spans: Vec<WorkSpan>,
+    },
+    /// Stop holding everything held for `app` (of the given hold, or all).
+    Release {
+        /// App.
+        app: String,
+        /// Only this kind of hold (None = both).
+        #[serde(default)]
+        hold: Option<Hold>,
+    },
+    /// Exit.
+    Quit,
+}
+
+/// A reply from the worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct WorkerReply {
+    /// "ready", "loaded", "released", "touched" or "error".
+    pub op: String,
+    /// App concerned ("" for ready/touched).
+    #[serde(default)]
+    pub app: String,
+    /// Bytes read by this operation.
+    #[serde(default)]
+    pub bytes_read: u64,
+    /// Bytes held locked (mlock), all apps.
+    #[serde(default)]
+    pub protected_bytes: u64,
+    /// Bytes in touched standby spans, all apps.
+    #[serde(default)]
+    pub standby_bytes: u64,
+    /// Milliseconds the operation took.
+    #[serde(default)]
+    pub ms: u64,
+    /// Spans that failed (missing file, permission), counted.
+    #[serde(default)]
+    pub errors: u64,
+    /// True when a load was cut short by a release or quit.
+    #[serde(default)]
+    pub aborted: bool,
+    /// The worker's pid (ready).
+    #[serde(default)]
+    pub pid: u32,
+}
+
+// ---------------------------------------------------------------- worker side
+
+struct Locked {
+    addr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        // SAFETY: addr/len come from a successful mmap of ours.
+        unsafe {
+            libc::munlock(self.addr, self.len);
+            libc::munmap(self.addr, self.len);
+        }
+    }
+}
+
+#[derive(Default)]
+struct AppHold {
+    locked: Vec<Locked>,
+    locked_bytes: u64,
+    touch: Vec<WorkSpan>,
+    touch_bytes: u64,
+}
+
+struct Worker {
+    apps: BTreeMap<String, AppHold>,
+    buf: Vec<u8>,
+}
+
+/// Reads `[offset, offset+len)` of `f` with reads of at most the buffer size.
+fn read_range(f: &std::fs::File, buf: &mut [u8], offset: u64, len: u64) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut done = 0u64;
+    while done < len {
+        let n = ((len - done) as usize).min(buf.len());
+        let got = f.read_at(&mut buf[..n], offset + done)?;
+        if got == 0 {
+            break;
+        }
+        done += got as u64;
+    }
+    Ok(done)
+}
+
+fn lock_range(f: &std::fs::File, offset: u64, len: u64) -> std::io::Result<Locked> {
+    use std::os::fd::AsRawFd;
+    let page = 4096u64;
+    let start = offset & !(page - 1);
+    let map_len = (offset + len - start) as usize;
+    // SAFETY: a read-only shared mapping of a file we hold open; checked below.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            map_len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            start as libc::off_t,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    let locked = Locked { addr, len: map_len };
+    // SAFETY: the mapping is ours and map_len long.
+    if unsafe { libc::mlock(addr, map_len) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(locked)
+}
+
+impl Worker {
+    fn totals(&self) -> (u64, u64) {
+        self.apps
+            .values()
+            .fold((0, 0), |(p, s), a| (p + a.locked_bytes, s + a.touch_bytes))
+    }
+
+    fn reply(&self, mut r: WorkerReply, out: &mut impl Write) {
+        let (p, s) = self.totals();
+        r.protected_bytes = p;
+        r.standby_bytes = s;
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&r).expect("reply serialises")
+        );
+        let _ = out.flush();
+    }
+
+    /// Loads spans; between spans it looks at queued commands and stops when
+    /// the app is released or the worker told to quit.
+    fn load(
+        &mut self,
+        app: &str,
+        hold: Hold,
+        spans: &[WorkSpan],
+        rx: &mpsc::Receiver<WorkerCmd>,
+        queue: &mut VecDeque<WorkerCmd>,
+    ) -> WorkerReply {
+        let t0 = Instant::now();
+        let mut r = WorkerReply {
+            op: "loaded".into(),
+            app: app.into(),
+            ..Default::default()
+        };
+        let mut files: BTreeMap<&str, Option<(std::fs::File, u64)>> = BTreeMap::new();
+        for s in spans {
+            while let Ok(c) = rx.try_recv() {
+                queue.push_back(c);
+            }
+            if queue.iter().any(|c| {
+                matches!(c, WorkerCmd::Quit)
+                    || matches!(c, WorkerCmd::Release { app: a, .. } if a == app)
+            }) {
+                r.aborted = true;
+                break;
+            }
+            let entry = files.entry(s.path.as_str()).or_insert_with(|| {
+                let f = std::fs::File::open(&s.path).ok()?;
+                let size = f.metadata().ok()?.len();
+                Some((f, size))
+            });
+            let Some((f, size)) = entry else {
+                r.errors += 1;
+                continue;
+            };
+            if s.offset >= *size {
+                continue;
+            }
+            let len = s.len.min(*size - s.offset);
+            match read_range(f, &mut self.buf, s.offset, len) {
+                Ok(n) => r.bytes_read += n,
+                Err(_) => {
+                    r.errors += 1;
+                    continue;
+                }
+            }
+            let h = self.apps.entry(app.to_string()).or_default();
+            match hold {
+                Hold::Protect => match lock_range(f, s.offset, len) {
+                    Ok(l) => {
+                        h.locked_bytes += l.len as u64;
+                        h.locked.push(l);
+                    }
+                    Err(_) => r.errors += 1,
+                },
+                Hold::Touch => {
+                    h.touch_bytes += len;
+                    h.touch.push(WorkSpan {
+                        path: s.path.clone(),
+                        offset: s.offset,
+                        len,
+                    });
+                }
+            }
+        }
+        r.ms = t0.elapsed().as_millis() as u64;
+        r
+    }
+
+    fn release(&mut self, app: &str, hold: Option<Hold>) {
+        if let Some(h) = self.apps.get_mut(app) {
+            if hold != Some(Hold::Touch) {
+                h.locked.clear();
+                h.locked_bytes = 0;
+            }
+            if hold != Some(Hold::Protect) {
+                h.touch.clear();
+                h.touch_bytes = 0;
+            }
+            if h.locked.is_empty() && h.touch.is_empty() {
+                self.apps.remove(app);
+            }
+        }
+    }
+
+    fn touch_all(&mut self) -> WorkerReply {
+        let t0 = Instant::now();
+        let mut r = WorkerReply {
+            op: "touched".into(),
+            ..Default::default()
+        };
+        let spans: Vec<WorkSpan> = self
+            .apps
+            .values()
+            .flat_map(|a| a.touch.iter().cloned())
+            .collect();
+        for s in spans {
+            match std::fs::File::open(&s.path) {
+                Ok(f) => match read_range(&f, &mut self.buf, s.offset, s.len) {
+                    Ok(n) => r.bytes_read += n,
+                    Err(_) => r.errors += 1,
+                },
+                Err(_) => r.errors += 1,
+            }
+        }
+        r.ms = t0.elapsed().as_millis() as u64;
+        r
+    }
+}
+
+/// The worker process's main loop: reads commands from `input`, writes
+/// replies to `output`, touches standby spans every `touch_interval_ms`.
+pub fn worker_main(
+    input: impl BufRead + Send + 'static,
+    output: &mut impl Write,
+    max_read_bytes: u64,
+    touch_interval_ms: u64,
+) -> anyhow::Result<()> {
+    let (tx, rx) = mpsc::channel::<WorkerCmd>();
+    std::thread::spawn(move || {
+        for line in input.lines() {
+            let Ok(line) = line else { break };
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<WorkerCmd>(&line) {
+                Ok(c) => {
+                    if tx.send(c).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "preload worker: bad command ignored"),
+            }
+        }
+        let _ = tx.send(WorkerCmd::Quit);
+    });
+    let mut w = Worker {
+        apps: BTreeMap::new(),
+        buf: vec![0u8; max_read_bytes.clamp(4096, 64 << 20) as usize],
+    };
+    w.reply(
+        WorkerReply {
+            op: "ready".into(),
+            pid: std::process::id(),
+            ..Default::default()
+        },
+        output,
+    );
+    let touch = Duration::from_millis(touch_interval_ms.max(100));
+    let mut next_touch = Instant::now() + touch;
+    let mut queue: VecDeque<WorkerCmd> = VecDeque::new();
+    loop {
+        let cmd = match queue.pop_front() {
+            Some(c) => c,
+            None => {
+                let wait = next_touch.saturating_duration_since(Instant::now());
+                match rx.recv_timeout(wait) {
+                    Ok(c) => c,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        if w.apps.values().any(|a| !a.touch.is_empty()) {
+                            let r = w.touch_all();
+                            w.reply(r, output);
+                        }
+                        next_touch = Instant::now() + touch;
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => WorkerCmd::Quit,
+                }
+            }
+        };
+        match cmd {
+            WorkerCmd::Load { app, hold, spans } => {
+                let r = w.load(&app, hold, &spans, &rx, &mut queue);
+                w.reply(r, output);
+            }
+            WorkerCmd::Release { app, hold } => {
+                w.release(&app, hold);
+                w.reply(
+                    WorkerReply {
+                        op: "released".into(),
+                        app,
+                        ..Default::default()
+                    },
+                    output,
+                );
+            }
+            WorkerCmd::Quit => return Ok(()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- client side
+
+/// What the client knows of the worker, updated from its replies.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WorkerStats {
+    /// The worker's pid (0 before it is ready or in dry-run).
+    pub pid: u32,
+    /// Bytes locked by the worker (as it last reported).
+    pub protected_bytes: u64,
+    /// Bytes of touched standby spans (as it last reported).
+    pub standby_bytes: u64,
+    /// Bytes read by loads, since start.
+    pub loaded_bytes: u64,
+    /// Bytes read by touches, since start.
+    pub touched_bytes: u64,
+    /// Loads completed.
+    pub loads: u64,
+    /// Loads cut short by a release.
+    pub aborted_loads: u64,
+    /// Spans that failed.
+    pub errors: u64,
+    /// Last completed load: (app, bytes read, ms).
+    pub last_load: Option<(String, u64, u64)>,
+    /// False once the worker has exited.
+    pub alive: bool,
+}
+
+/// Where the worker runs.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerPlacement {
+    /// Memory cgroup directory to join (its `cgroup.procs`), if any.
+    pub memory_cgroup: Option<PathBuf>,
+    /// v1 blkio cgroup directory to join, if any.
+    pub blkio_cgroup: Option<PathBuf>,
+}
+
+/// The client side: a `PreloadMechanism` driving the worker process.
+///
+/// `load` queues the work and returns the bytes *queued* (the worker reads
+/// them asynchronously so the daemon loop never blocks on I/O); the bytes
+/// actually read arrive in [`WorkerStats`].
+pub struct WorkerClient {
+    child: Option<std::process::Child>,
+    stdin: Option<std::process::ChildStdin>,
+    stats: Arc<Mutex<WorkerStats>>,
+    held: BTreeMap<(String, bool), u64>,
+    dry_run: bool,
+}
+
+impl std::fmt::Debug for WorkerClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerClient")
+            .field("dry_run", &self.dry_run)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+fn join_cgroup(dir: &Path, pid: u32) -> anyhow::Result<()> {
+    let procs = dir.join("cgroup.procs");
+    std::fs::write(&procs, pid.to_string())
+        .map_err(|e| anyhow::anyhow!("moving preload worker {pid} into {}: {e}", procs.display()))
+}
+
+impl WorkerClient {
+    /// A client that only logs (dry-run): no worker process.
+    pub fn dry_run() -> Self {
+        Self {
+            child: None,
+            stdin: None,
+            stats: Arc::default(),
+            held: BTreeMap::new(),
+            dry_run: true,
+        }
+    }
+
+    /// Spawns `program args…` as the worker, moves it into its cgroups, sets
+    /// it to idle I/O priority and nice 19, and waits for its "ready" line.
+    pub fn spawn(
+        program: &Path,
+        args: &[String],
+        placement: &WorkerPlacement,
+    ) -> anyhow::Result<Self> {
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("spawning preload worker {}: {e}", program.display()))?;
+        let pid = child.id();
+        let placed = (|| -> anyhow::Result<()> {
+            if let Some(d) = &placement.memory_cgroup {
+                join_cgroup(d, pid)?;
+            }
+            if let Some(d) = &placement.blkio_cgroup {
+                join_cgroup(d, pid)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = placed {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+        if let Err(e) = super::set_idle_io_priority(pid) {
+            tracing::warn!(pid, errno = e, "preload worker: ioprio_set(IDLE) failed");
+        }
+        if let Err(e) = super::set_nice(pid, 19) {
+            tracing::warn!(pid, errno = e, "preload worker: setpriority(19) failed");
+        }
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stdin = child.stdin.take();
+        let stats = Arc::new(Mutex::new(WorkerStats {
+            pid,
+            alive: true,
+            ..Default::default()
+        }));
+        let (ready_tx, ready_rx) = mpsc::channel::<()>();
+        let st = Arc::clone(&stats);
+        std::thread::spawn(move || {
+            let mut ready = Some(ready_tx);
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let Ok(r) = serde_json::from_str::<WorkerReply>(&line) else {
+                    tracing::warn!(line, "preload worker: unreadable reply");
+                    continue;
+                };
+                let mut s = st.lock().expect("stats lock");
+                s.protected_bytes = r.protected_bytes;
+                s.standby_bytes = r.standby_bytes;
+                s.errors += r.errors;
+                match r.op.as_str() {
+                    "ready" => {
+                        if let Some(tx) = ready.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                    "loaded" => {
+                        s.loads += 1;
+                        s.loaded_bytes += r.bytes_read;
+                        if r.aborted {
+                            s.aborted_loads += 1;
+                        }
+                        s.last_load = Some((r.app.clone(), r.bytes_read, r.ms));
+                        tracing::info!(app = %r.app, bytes = r.bytes_read, ms = r.ms,
+                            aborted = r.aborted, errors = r.errors, "preload worker: load done");
+                    }
+                    "touched" => s.touched_bytes += r.bytes_read,
+                    _ => {}
+                }
+            }
+            st.lock().expect("stats lock").alive = false;
+        });
+        if ready_rx.recv_timeout(Duration::from_secs(10)).is_err() {
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow::bail!("preload worker {} did not become ready", program.display());
+        }
+        Ok(Self {
+            child: Some(child),
+            stdin,
+            stats,
+            held: BTreeMap::new(),
+            dry_run: false,
+        })
+    }
+
+    /// The worker's statistics as last reported.
+    pub fn stats(&self) -> WorkerStats {
+        self.stats.lock().expect("stats lock").clone()
+    }
+
+    /// The worker's pid, if one runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    fn send(&mut self, cmd: &WorkerCmd) -> Result<(), MechError> {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Err(MechError::Failed {
+                what: "preload worker".into(),
+                detail: "not running".into(),
+            });
+        };
+        let line = serde_json::to_string(cmd).expect("command serialises");
+        writeln!(stdin, "{line}")
+            .and_then(|_| stdin.flush())
+            .map_err(|e| MechError::Failed {
+                what: "sending to preload worker".into(),
+                detail: e.to_string(),
+            })
+    }
+
+    /// Releases only one kind of hold of `app`.
+    pub fn release_hold(&mut self, app: &str, hold: Hold) -> Result<(), MechError> {
+        self.held.remove(&(app.to_string(), hold == Hold::Protect));
+        if self.dry_run {
+            tracing::info!(app, ?hold, "dry-run: would release");
+            return Ok(());
+        }
+        self.send(&WorkerCmd::Release {
+            app: app.into(),
+            hold: Some(hold),
+        })
+    }
+
+    /// Tells the worker to quit and waits for it (up to 2 s, then kills it).
+    pub fn shutdown(&mut self) {
+        if self.stdin.is_some() {
+            let _ = self.send(&WorkerCmd::Quit);
+        }
+        self.stdin = None;
+        if let Some(mut c) = self.child.take() {
+            let t0 = Instant::now();
+            loop {
+                match c.try_wait() {
+                    Ok(Some(_)) => break,
+                    Ok(None) if t0.elapsed() < Duration::from_secs(2) => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    _ => {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for WorkerClient {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl PreloadMechanism for WorkerClient {
+    fn load(&mut self, app: &str, spans: &[FileSpan], hold: Hold) -> Result<u64, MechError> {
+        let bytes: u64 = spans.iter().map(|s| s.len).sum();
+        *self
+            .held
+            .entry((app.to_string(), hold == Hold::Protect))
+            .or_default() += bytes;
+        if self.dry_run {
+            tracing::info!(
+                app,
+                ?hold,
+                spans = spans.len(),
+                bytes,
+                "dry-run: would preload"
+            );
+            return Ok(bytes);
+        }
+        self.send(&WorkerCmd::Load {
+            app: app.into(),
+            hold,
+            spans: spans
+                .iter()
+                .map(|s| WorkSpan {
+                    path: s.path.clone(),
+                    offset: s.offset,
+                    len: s.len,
+                })
+                .collect(),
+        })?;
+        Ok(bytes)
+    }
+
+    fn release(&mut self, app: &str) -> Result<(), MechError> {
+        self.held.retain(|(a, _), _| a != app);
+        if self.dry_run {
+            tracing::info!(app, "dry-run: would release");
+            return Ok(());
+        }
+        self.send(&WorkerCmd::Release {
+            app: app.into(),
+            hold: None,
+        })
+    }
+
+    fn held_bytes(&self) -> u64 {
+        self.held.values().sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_loads_locks_touches_and_releases_in_process() {
+        let d = std::env::temp_dir().join(format!("appflow-worker-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let f = d.join("big");
+        std::fs::write(&f, vec![7u8; 3 * 1024 * 1024]).unwrap();
+        let path = f.display().to_string();
+        let (cmd_r, mut cmd_w) = std::io::pipe().unwrap();
+        let (rep_r, mut rep_w) = std::io::pipe().unwrap();
+        let worker = std::thread::spawn(move || {
+            worker_main(std::io::BufReader::new(cmd_r), &mut rep_w, 1 << 20, 10_000).unwrap();
+        });
+        let mut replies = std::io::BufReader::new(rep_r).lines();
+        let mut next =
+            || -> WorkerReply { serde_json::from_str(&replies.next().unwrap().unwrap()).unwrap() };
+        let mut send = |c: WorkerCmd| {
+            writeln!(cmd_w, "{}", serde_json::to_string(&c).unwrap()).unwrap();
+        };
+        assert_eq!(next().op, "ready");
+        send(WorkerCmd::Load {
+            app: "a".into(),
+            hold: Hold::Protect,
+            spans: vec![
+                WorkSpan {
+                    path: path.clone(),
+                    offset: 0,
+                    len: 1 << 20,
+                },
+                WorkSpan {
+                    path: path.clone(),
+                    offset: 1 << 20,
+                    len: 4 << 20,
+                },
+                WorkSpan {
+                    path: "/nonexistent/x".into(),
+                    offset: 0,
+                    len: 10,
+                },
+            ],
+        });
+        let load_a = next();
+        // The second span is clamped at the end of the file; the missing file counts as an error.
+        assert_eq!((load_a.op.as_str(), load_a.app.as_str()), ("loaded", "a"));
+        assert_eq!(load_a.bytes_read, 3 << 20);
+        assert_eq!(load_a.errors, 1);
+        assert_eq!(load_a.protected_bytes, 3 << 20);
+        send(WorkerCmd::Load {
+            app: "b".into(),
+            hold: Hold::Touch,
+            spans: vec![WorkSpan {
+                path: path.clone(),
+                offset: 4096,
+                len: 8192,
+            }],
+        });
+        let load_b = next();
+        assert_eq!(load_b.standby_bytes, 8192);
+        send(WorkerCmd::Release {
+            app: "a".into(),
+            hold: None,
+        });
+        let rel = next();
+        assert_eq!(rel.op, "released");
+        assert_eq!(rel.protected_bytes, 0);
+        assert_eq!(rel.standby_bytes, 8192);
+        drop(cmd_w); // EOF: the worker quits.
+        worker.join().unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
