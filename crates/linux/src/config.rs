@@ -332,11 +332,12 @@ impl Config {
             path: origin.to_string(),
             msg: e.to_string().trim().replace('\n', " "),
         })?;
-        cfg.validate().map_err(|(field, msg)| ConfigError::Invalid {
-            path: origin.to_string(),
-            field,
-            msg,
-        })?;
+        cfg.validate()
+            .map_err(|(field, msg)| ConfigError::Invalid {
+                path: origin.to_string(),
+                field,
+                msg,
+            })?;
         Ok(cfg)
     }
 
@@ -395,12 +396,19 @@ impl Config {
         }
         if let Err(msg) = self.reclaim.core.validate() {
             // The core names the field itself ("reclaim.x must ...").
-            let field = msg.split_whitespace().next().unwrap_or("reclaim").to_string();
+            let field = msg
+                .split_whitespace()
+                .next()
+                .unwrap_or("reclaim")
+                .to_string();
             return Err((field, msg));
         }
         let k = &self.killer.core;
         for (f, v) in [
-            ("killer.unknown_relaunch_fraction", k.unknown_relaunch_fraction),
+            (
+                "killer.unknown_relaunch_fraction",
+                k.unknown_relaunch_fraction,
+            ),
             ("killer.trigger_avail_fraction", k.trigger_avail_fraction),
             ("killer.trigger_anon_share", k.trigger_anon_share),
         ] {
@@ -495,7 +503,10 @@ mod tests {
             ("[preload]\nbogus_bytes = 1\n", "bogus_bytes"),
             ("[preload]\nstrategy = \"fast\"\n", "preload.strategy"),
             ("[killer]\nprotected = 3\n", "killer.protected"),
-            ("[reclaim]\nlow_memory_fraction = 2.0\n", "reclaim.low_memory_fraction"),
+            (
+                "[reclaim]\nlow_memory_fraction = 2.0\n",
+                "reclaim.low_memory_fraction",
+            ),
             ("[domain]\nkind = \"cgroup\"\n", "domain.memory_cgroup"),
             ("[[app]]\nname = \"a/b\"\nexe = \"/x\"\n", "app[0].name"),
             ("[[app]]\nname = \"a\"\n", "app[0].exe"),
