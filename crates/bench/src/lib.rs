@@ -1,17 +1,25 @@
-//! appflow-bench: the real-kernel testbed (under construction).
-pub mod cli {
-    /// Arguments of `appflow bench`.
-    #[derive(clap::Args, Debug)]
-    pub struct BenchArgs {}
-    /// Runs `appflow bench`.
-    pub fn run(_a: BenchArgs) -> anyhow::Result<()> {
-        anyhow::bail!("appflow bench is not built yet")
-    }
-    /// Arguments of the hidden `appflow bench-app` (a synthetic app process).
-    #[derive(clap::Args, Debug)]
-    pub struct AppArgs {}
-    /// Runs one synthetic app.
-    pub fn run_app(_a: AppArgs) -> anyhow::Result<()> {
-        anyhow::bail!("appflow bench-app is not built yet")
-    }
-}
+//! # appflow-bench — the real-kernel testbed (`appflow bench`)
+//!
+//! Builds a phone-like device domain on the local kernel (memory cgroup,
+//! zram swap, a loop-mounted ext4 image, blkio-throttled storage), launches
+//! real processes in it under several policies in one run, and reports
+//! cold-launch latency against the physical floor (`oracle`).
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`spec`] | app spec files (synthetic apps and real command lines), validation |
+//! | [`device`] | device presets and `--scale` |
+//! | [`domain`] | what the testbed creates, the state file, guaranteed teardown, `--cleanup` |
+//! | [`live`] | building the domain on the kernel; signal flag |
+//! | [`synth`] | synthetic apps: layout, files, launch pattern, the app process |
+//! | [`launch`] | spawning into leaf cgroups, exec-to-readiness timing |
+//! | [`policy`] | the policies and the daemon driver (contracts B, C, E) |
+
+pub mod cli;
+pub mod device;
+pub mod domain;
+pub mod launch;
+pub mod live;
+pub mod policy;
+pub mod spec;
+pub mod synth;

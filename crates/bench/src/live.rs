@@ -1,0 +1,381 @@
+//! Building the device domain on the live kernel (see [`crate::domain`] for
+//! what is built and how it is torn down).
+
+use crate::device::Device;
+use crate::domain::{self, Ledger, LiveOps, Resource, Roots, PREFIX};
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Sets by the SIGINT/SIGTERM handler; every wait loop checks it.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Installs the SIGINT/SIGTERM handler (sets a flag; the run stops at the
+/// next check and tears the domain down).
+pub fn install_signal_handlers() -> Result<()> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let act = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for s in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores into an atomic.
+        unsafe { sigaction(s, &act) }.with_context(|| format!("installing {s} handler"))?;
+    }
+    Ok(())
+}
+
+/// True once SIGINT or SIGTERM arrived.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Fails with "interrupted" if a signal arrived.
+pub fn check_interrupted() -> Result<()> {
+    if interrupted() {
+        bail!("interrupted by a signal; tearing the domain down");
+    }
+    Ok(())
+}
+
+/// Sleeps in small steps, stopping early on a signal.
+pub fn sleep_checked(d: Duration) -> Result<()> {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < d {
+        check_interrupted()?;
+        std::thread::sleep((d - t0.elapsed()).min(Duration::from_millis(20)));
+    }
+    check_interrupted()
+}
+
+/// A leaf cgroup pair (memory + blkio).
+#[derive(Debug, Clone)]
+pub struct Leaf {
+    /// Leaf name.
+    pub name: String,
+    /// Memory cgroup directory.
+    pub mem: PathBuf,
+    /// blkio cgroup directory.
+    pub blkio: PathBuf,
+}
+
+/// The built domain. Dropping it tears everything down.
+pub struct Domain {
+    /// Where things are.
+    pub roots: Roots,
+    /// The device emulated.
+    pub device: Device,
+    /// The mounted app file system.
+    pub mnt: PathBuf,
+    /// The loop device.
+    pub loop_dev: PathBuf,
+    /// major:minor of the loop device.
+    pub loop_majmin: String,
+    /// zram index.
+    pub zram_index: u32,
+    /// The image size, bytes.
+    pub image_bytes: u64,
+    ledger: Ledger<LiveOps>,
+    leaves: Vec<Leaf>,
+}
+
+fn write(path: &Path, v: &str) -> Result<()> {
+    std::fs::write(path, v).with_context(|| format!("writing {v:?} to {}", path.display()))
+}
+
+fn run(cmd: &str, args: &[&str]) -> Result<String> {
+    let out = std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {cmd} (install util-linux / e2fsprogs)"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd} {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Removes leftovers of earlier runs. Refuses when another live testbed owns them.
+/// Returns what was removed.
+pub fn cleanup(roots: &Roots) -> Result<Vec<Resource>> {
+    if let Ok(text) = std::fs::read_to_string(roots.state_file()) {
+        if let Ok(st) = serde_json::from_str::<domain::State>(&text) {
+            let pid = st.owner_pid;
+            if pid != std::process::id() && roots.proc_root.join(pid.to_string()).exists() {
+                let cmd = std::fs::read(roots.proc_root.join(format!("{pid}/cmdline")))
+                    .unwrap_or_default();
+                if String::from_utf8_lossy(&cmd).contains("bench") {
+                    bail!(appflow_core::InputError::new(format!(
+                        "another appflow bench (pid {pid}) owns {}; wait for it or stop it first",
+                        roots.run_dir.display()
+                    )));
+                }
+            }
+        }
+    }
+    let found = domain::find_leftovers(roots);
+    if found.is_empty() {
+        return Ok(found);
+    }
+    let mut l = Ledger::resume(roots.state_file(), found.clone(), LiveOps::new(roots));
+    let failed = l.teardown();
+    if !failed.is_empty() {
+        let msg: Vec<String> = failed.iter().map(|(r, e)| format!("{r:?}: {e}")).collect();
+        bail!("cleanup left things behind:\n  {}", msg.join("\n  "));
+    }
+    Ok(found)
+}
+
+impl Domain {
+    /// Builds the domain. `image_bytes` sizes the ext4 image.
+    pub fn build(roots: Roots, device: Device, image_bytes: u64) -> Result<Self> {
+        let mut ledger = Ledger::new(roots.state_file(), LiveOps::new(&roots));
+        std::fs::create_dir_all(&roots.run_dir)
+            .with_context(|| format!("creating {}", roots.run_dir.display()))?;
+        ledger.record(Resource::RunDir {
+            path: roots.run_dir.clone(),
+        })?;
+        // The image.
+        std::fs::create_dir_all(&roots.image_dir)?;
+        let image = roots
+            .image_dir
+            .join(format!("{PREFIX}-{}.img", std::process::id()));
+        ledger.record(Resource::Image {
+            path: image.clone(),
+        })?;
+        let f = std::fs::File::create(&image)
+            .with_context(|| format!("creating {}", image.display()))?;
+        f.set_len(image_bytes)?;
+        drop(f);
+        let img = image.to_string_lossy().to_string();
+        run(
+            "mkfs.ext4",
+            &[
+                "-q",
+                "-F",
+                "-L",
+                PREFIX,
+                "-E",
+                "lazy_itable_init=0,lazy_journal_init=0",
+                &img,
+            ],
+        )?;
+        // The loop device with direct I/O (no host page cache under it).
+        let dev = run("losetup", &["-f", "--show", "--direct-io=on", &img])?;
+        let loop_dev = PathBuf::from(&dev);
+        ledger.record(Resource::Loop {
+            dev: loop_dev.clone(),
+        })?;
+        let lname = loop_dev
+            .file_name()
+            .context("loop device name")?
+            .to_string_lossy()
+            .to_string();
+        let qdir = roots.sys_root.join(format!("block/{lname}"));
+        let loop_majmin = std::fs::read_to_string(qdir.join("dev"))?.trim().to_string();
+        write(
+            &qdir.join("queue/read_ahead_kb"),
+            &device.preset.read_ahead_kib.to_string(),
+        )?;
+        // Mount.
+        let mnt = roots.run_dir.join("mnt");
+        std::fs::create_dir_all(&mnt)?;
+        nix::mount::mount(
+            Some(loop_dev.as_path()),
+            mnt.as_path(),
+            Some("ext4"),
+            nix::mount::MsFlags::MS_NOATIME,
+            None::<&str>,
+        )
+        .with_context(|| format!("mounting {} on {}", loop_dev.display(), mnt.display()))?;
+        ledger.record(Resource::Mount { path: mnt.clone() })?;
+        // zram swap, hot-added so the machine's own zram devices are left alone.
+        let hot_add = roots.sys_root.join("class/zram-control/hot_add");
+        let idx: u32 = std::fs::read_to_string(&hot_add)
+            .with_context(|| {
+                format!(
+                    "reading {} (is the zram module loaded? `modprobe zram`)",
+                    hot_add.display()
+                )
+            })?
+            .trim()
+            .parse()
+            .context("zram hot_add answer")?;
+        ledger.record(Resource::Zram {
+            index: idx,
+            hot_added: true,
+        })?;
+        let zdir = roots.sys_root.join(format!("block/zram{idx}"));
+        let algos = std::fs::read_to_string(zdir.join("comp_algorithm")).unwrap_or_default();
+        if algos.split_whitespace().any(|a| a.trim_matches(['[', ']']) == "lz4") {
+            write(&zdir.join("comp_algorithm"), "lz4")?;
+        }
+        write(
+            &zdir.join("disksize"),
+            &device.zram_disksize_bytes.to_string(),
+        )?;
+        write(
+            &zdir.join("mem_limit"),
+            &device.zram_mem_limit_bytes.to_string(),
+        )?;
+        let zdev = PathBuf::from(format!("/dev/zram{idx}"));
+        let zd = zdev.to_string_lossy().to_string();
+        run("mkswap", &["-L", PREFIX, &zd])?;
+        let c = std::ffi::CString::new(zd.as_bytes())?;
+        // SWAP_FLAG_PREFER | priority 32767 (preferred over any other swap).
+        let flags = 0x8000 | 32767;
+        // SAFETY: valid NUL-terminated path.
+        if unsafe { libc::swapon(c.as_ptr(), flags) } != 0 {
+            bail!("swapon {zd}: {}", std::io::Error::last_os_error());
+        }
+        ledger.record(Resource::Swap { dev: zdev })?;
+        // Cgroups.
+        let mem = roots.mem_root();
+        let blk = roots.blkio_root();
+        for (ctrl, p) in [("memory", &mem), ("blkio", &blk)] {
+            if !p.parent().is_some_and(|d| d.is_dir()) {
+                bail!(
+                    "cgroup v1 {ctrl} controller not mounted at {} (the testbed needs cgroup v1 memory and blkio)",
+                    p.parent().unwrap_or(Path::new("")).display()
+                );
+            }
+            std::fs::create_dir(p).with_context(|| format!("mkdir {}", p.display()))?;
+            ledger.record(Resource::Cgroup { path: p.clone() })?;
+        }
+        write(
+            &mem.join("memory.limit_in_bytes"),
+            &device.app_memory_bytes.to_string(),
+        )?;
+        Ok(Self {
+            roots,
+            device,
+            mnt,
+            loop_dev,
+            loop_majmin,
+            zram_index: idx,
+            image_bytes,
+            ledger,
+            leaves: Vec::new(),
+        })
+    }
+
+    /// The leaf pair `name`, created (and throttled) on first use.
+    pub fn leaf(&mut self, name: &str) -> Result<Leaf> {
+        if let Some(l) = self.leaves.iter().find(|l| l.name == name) {
+            return Ok(l.clone());
+        }
+        let mem = self.roots.mem_root().join(name);
+        let blkio = self.roots.blkio_root().join(name);
+        for p in [&mem, &blkio] {
+            std::fs::create_dir(p).with_context(|| format!("mkdir {}", p.display()))?;
+            self.ledger.record(Resource::Cgroup { path: p.clone() })?;
+        }
+        let p = &self.device.preset;
+        write(
+            &blkio.join("blkio.throttle.read_bps_device"),
+            &format!("{} {}", self.loop_majmin, p.read_bps),
+        )?;
+        write(
+            &blkio.join("blkio.throttle.read_iops_device"),
+            &format!("{} {}", self.loop_majmin, p.read_iops),
+        )?;
+        let l = Leaf {
+            name: name.to_string(),
+            mem,
+            blkio,
+        };
+        self.leaves.push(l.clone());
+        Ok(l)
+    }
+
+    /// Every leaf created so far.
+    pub fn leaves(&self) -> &[Leaf] {
+        &self.leaves
+    }
+
+    /// Records a process started outside the cgroups (the daemon).
+    pub fn track_process(&mut self, pid: u32) -> Result<Option<Resource>> {
+        let Some(t) = domain::start_ticks(&self.roots.proc_root, pid) else {
+            return Ok(None);
+        };
+        let r = Resource::Process {
+            pid,
+            start_ticks: t,
+        };
+        self.ledger.record(r.clone())?;
+        Ok(Some(r))
+    }
+
+    /// Forgets a tracked process that the caller stopped.
+    pub fn untrack(&mut self, r: &Resource) -> Result<()> {
+        self.ledger.forget(r)
+    }
+
+    /// zram's statistics: (original data bytes, compressed pool bytes).
+    pub fn zram_stats(&self) -> (u64, u64) {
+        let p = self
+            .roots
+            .sys_root
+            .join(format!("block/zram{}/mm_stat", self.zram_index));
+        let t = std::fs::read_to_string(p).unwrap_or_default();
+        let v: Vec<u64> = t.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        (
+            v.first().copied().unwrap_or(0),
+            v.get(2).copied().unwrap_or(0),
+        )
+    }
+
+    /// Tears everything down now. Errors list what could not be undone.
+    pub fn teardown(&mut self) -> Result<()> {
+        let failed = self.ledger.teardown();
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            let msg: Vec<String> = failed.iter().map(|(r, e)| format!("{r:?}: {e}")).collect();
+            bail!(
+                "teardown left things behind (run `appflow bench --cleanup`):\n  {}",
+                msg.join("\n  ")
+            )
+        }
+    }
+}
+
+/// True when running as root.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// What a machine must have; the first thing missing, if any.
+pub fn missing_feature(roots: &Roots) -> Option<String> {
+    let need = [
+        (roots.cgroup_root.join("memory/memory.limit_in_bytes"), "cgroup v1 memory controller"),
+        (
+            roots.cgroup_root.join("blkio/blkio.throttle.read_iops_device"),
+            "cgroup v1 blkio controller with throttling",
+        ),
+        (roots.sys_root.join("class/zram-control/hot_add"), "zram (modprobe zram)"),
+        ("/dev/loop-control".into(), "loop devices (modprobe loop)"),
+    ];
+    for (p, what) in need {
+        if !p.exists() {
+            return Some(format!("{what}: {} is missing", p.display()));
+        }
+    }
+    for tool in ["mkfs.ext4", "losetup", "mkswap", "blkid"] {
+        let found = std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).exists()))
+            .unwrap_or(false);
+        if !found {
+            return Some(format!("the `{tool}` command (util-linux / e2fsprogs)"));
+        }
+    }
+    None
+}
