@@ -102,6 +102,31 @@ fn bench(c: &mut Criterion) {
     c.bench_function("knapsack_60x12_20MB", |b| {
         b.iter(|| solve(black_box(&classes), black_box(20 * MIB)).unwrap())
     });
+    // The planner's default counts the budget in 64 KiB units (PreloadConfig::budget_unit_bytes).
+    for unit in [4 * KIB, 64 * KIB, 256 * KIB] {
+        let units: Vec<Vec<Item>> = classes
+            .iter()
+            .map(|c| {
+                c.iter()
+                    .map(|it| Item {
+                        weight: it.weight.div_ceil(unit),
+                        cost: it.cost,
+                    })
+                    .collect()
+            })
+            .collect();
+        let s = solve(&units, 100 * MIB / unit).unwrap();
+        eprintln!(
+            "unit {} KiB: nodes={} cost={:.6} vs bytes {:.6}",
+            unit / KIB,
+            s.nodes,
+            s.total_cost,
+            sol.total_cost
+        );
+        c.bench_function(&format!("knapsack_60x12_100MB_unit{}k", unit / KIB), |b| {
+            b.iter(|| solve(black_box(&units), black_box(100 * MIB / unit)).unwrap())
+        });
+    }
 }
 
 criterion_group!(benches, bench);

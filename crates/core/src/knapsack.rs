@@ -4,12 +4,10 @@
 //! Σ weight ≤ budget. Here a class is an app, an item a candidate cutoff,
 //! weight its preload bytes P_i(s) and cost w_i · T_i(s).
 //!
-//! Method: per class, drop dominated items (heavier and not cheaper); if the
-//! budget is not binding, take every class's cheapest item. Otherwise a
-//! depth-first branch-and-bound whose bound is the LP relaxation (greedy over
-//! the lower convex hulls of the remaining classes, sorted once by
-//! efficiency), started from the rounded LP solution as incumbent. The result
-//! is exact: property tests compare it with brute force.
+//! Method (see [`solve`]): dominance reduction, the LP relaxation over the
+//! classes' lower convex hulls, reduced-cost fixing against the rounded LP
+//! solution, and a Pareto-frontier DP over the few classes left free. The
+//! result is exact: property tests compare it with brute force.
 
 use thiserror::Error;
 
@@ -101,17 +99,6 @@ fn reduce(items: &[Item]) -> Reduced {
     r
 }
 
-/// A hull segment: moving class `class` from hull point `from` to `to`
-/// saves `dc` cost for `dw` weight.
-#[derive(Clone, Copy)]
-struct Seg {
-    class: usize,
-    /// Position of the segment along its class's hull (0 = first step).
-    step: usize,
-    dw: u64,
-    dc: f64,
-}
-
 /// Lower convex hull of a reduced class (indices into the reduced items).
 fn hull(r: &Reduced) -> Vec<usize> {
     let mut h: Vec<usize> = Vec::with_capacity(r.w.len());
@@ -132,75 +119,57 @@ fn hull(r: &Reduced) -> Vec<usize> {
     h
 }
 
-struct Search<'a> {
-    classes: &'a [Reduced],
-    segs: &'a [Seg],
-    /// Σ over depth ≥ d of the lightest cost / weight (by depth position).
-    suffix_c0: Vec<f64>,
-    suffix_w0: Vec<u64>,
-    budget: u64,
-    best_cost: f64,
-    best: Vec<usize>,
-    cur: Vec<usize>,
-    nodes: u64,
-    eps: f64,
+/// Efficiency of hull step `k` of class `r` with hull `h` (cost saved per byte).
+fn step_eff(r: &Reduced, h: &[usize], k: usize) -> f64 {
+    (r.c[h[k]] - r.c[h[k + 1]]) / (r.w[h[k + 1]] - r.w[h[k]]) as f64
 }
 
-impl Search<'_> {
-    /// LP lower bound on the cost of classes at depth ≥ d with `left` budget.
-    fn bound(&self, d: usize, left: u64) -> f64 {
-        let base_w = self.suffix_w0[d];
-        if base_w > left {
-            return f64::INFINITY;
-        }
-        let mut room = (left - base_w) as f64;
-        let mut cost = self.suffix_c0[d];
-        for s in self.segs {
-            // Classes are stored by depth: a segment of a fixed class is skipped.
-            if s.class < d {
-                continue;
-            }
-            if room <= 0.0 {
-                break;
-            }
-            if (s.dw as f64) <= room {
-                room -= s.dw as f64;
-                cost -= s.dc;
-            } else {
-                cost -= s.dc * room / s.dw as f64;
-                room = 0.0;
-            }
-        }
-        cost
-    }
+/// A heap entry: the next hull step of a class, ordered by efficiency.
+#[derive(PartialEq)]
+struct Next {
+    eff: f64,
+    class: usize,
+}
 
-    fn dfs(&mut self, d: usize, used_w: u64, used_c: f64) {
-        self.nodes += 1;
-        if d == self.classes.len() {
-            if used_c < self.best_cost - self.eps {
-                self.best_cost = used_c;
-                self.best.clone_from(&self.cur);
-            }
-            return;
-        }
-        let left = self.budget - used_w;
-        if used_c + self.bound(d, left) >= self.best_cost - self.eps {
-            return;
-        }
-        let cls = &self.classes[d];
-        let rest_w0 = self.suffix_w0[d + 1];
-        // Try the heaviest affordable (cheapest) items first: good incumbents early.
-        for j in (0..cls.w.len()).rev() {
-            if cls.w[j] + rest_w0 > left {
-                continue;
-            }
-            self.cur[d] = j;
-            self.dfs(d + 1, used_w + cls.w[j], used_c + cls.c[j]);
-        }
+impl Eq for Next {}
+
+impl PartialOrd for Next {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
+}
+
+impl Ord for Next {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.eff
+            .total_cmp(&other.eff)
+            .then(other.class.cmp(&self.class))
+    }
+}
+
+/// A partial solution over the free classes processed so far.
+#[derive(Clone, Copy)]
+struct State {
+    w: u64,
+    c: f64,
+    /// Index of the parent state in the previous layer.
+    parent: u32,
+    /// Reduced item chosen in this layer's class.
+    item: u32,
 }
 
 /// Solves the MCKP exactly. `classes[k]` lists class k's items.
+///
+/// 1. Each class keeps its efficient items (dominance), and its lower hull.
+/// 2. The LP relaxation is solved greedily by hull-step efficiency (a heap
+///    over classes); its break efficiency λ gives the Lagrangian bound
+///    cost(x) ≥ Σ_i min_j (c_ij + λ w_ij) − λ·budget for every feasible x.
+/// 3. The LP solution rounded down and filled greedily is the incumbent.
+/// 4. Reduced-cost fixing: an item whose reduced cost c + λw − min exceeds
+///    incumbent − bound is in no better solution; classes left with one item
+///    are fixed.
+/// 5. The remaining free classes are solved by a Pareto-frontier DP over
+///    (weight, cost), pruned by dominance, the budget and the same bound.
 pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackError> {
     for (k, items) in classes.iter().enumerate() {
         if items.is_empty() {
@@ -210,15 +179,16 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
             return Err(KnapsackError::BadCost { class: k, item: i });
         }
     }
-    let reduced: Vec<Reduced> = classes.iter().map(|c| reduce(c)).collect();
-    let need: u64 = reduced.iter().map(|r| r.w[0]).sum();
+    let red: Vec<Reduced> = classes.iter().map(|c| reduce(c)).collect();
+    let n = red.len();
+    let need: u64 = red.iter().map(|r| r.w[0]).sum();
     if need > budget {
         return Err(KnapsackError::Infeasible { need, budget });
     }
-    let heaviest: u64 = reduced.iter().map(|r| *r.w.last().unwrap()).sum();
+    let heaviest: u64 = red.iter().map(|r| *r.w.last().unwrap()).sum();
     if heaviest <= budget {
-        let choice: Vec<usize> = reduced.iter().map(|r| *r.idx.last().unwrap()).collect();
-        let total_cost = reduced.iter().map(|r| *r.c.last().unwrap()).sum();
+        let choice: Vec<usize> = red.iter().map(|r| *r.idx.last().unwrap()).collect();
+        let total_cost = red.iter().map(|r| *r.c.last().unwrap()).sum();
         return Ok(Solution {
             choice,
             total_weight: heaviest,
@@ -228,98 +198,332 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
         });
     }
 
-    // Order classes by the cost spread they can buy (largest first), so the
-    // decisions that matter are made near the root.
-    let mut order: Vec<usize> = (0..reduced.len()).collect();
-    order.sort_by(|&a, &b| {
-        let sa = reduced[a].c[0] - reduced[a].c.last().unwrap();
-        let sb = reduced[b].c[0] - reduced[b].c.last().unwrap();
-        sb.total_cmp(&sa).then(a.cmp(&b))
-    });
-    let mut by_depth: Vec<Reduced> = Vec::with_capacity(order.len());
-    let mut slots: Vec<Option<Reduced>> = reduced.into_iter().map(Some).collect();
-    for &k in &order {
-        by_depth.push(slots[k].take().unwrap());
-    }
-    let n = by_depth.len();
-    let mut segs: Vec<Seg> = Vec::new();
-    for (d, r) in by_depth.iter().enumerate() {
-        let h = hull(r);
-        for (step, w) in h.windows(2).enumerate() {
-            segs.push(Seg {
-                class: d,
-                step,
-                dw: r.w[w[1]] - r.w[w[0]],
-                dc: r.c[w[0]] - r.c[w[1]],
+    // 2. LP relaxation by hull steps in decreasing efficiency.
+    let hulls: Vec<Vec<usize>> = red.iter().map(hull).collect();
+    let mut at = vec![0usize; n]; // hull position reached per class
+    let mut heap = std::collections::BinaryHeap::with_capacity(n);
+    for (k, h) in hulls.iter().enumerate() {
+        if h.len() > 1 {
+            heap.push(Next {
+                eff: step_eff(&red[k], h, 0),
+                class: k,
             });
         }
     }
-    segs.sort_by(|a, b| (b.dc / b.dw as f64).total_cmp(&(a.dc / a.dw as f64)));
-    let mut suffix_c0 = vec![0.0; n + 1];
-    let mut suffix_w0 = vec![0u64; n + 1];
-    for d in (0..n).rev() {
-        suffix_c0[d] = suffix_c0[d + 1] + by_depth[d].c[0];
-        suffix_w0[d] = suffix_w0[d + 1] + by_depth[d].w[0];
-    }
-
-    // Incumbent: the LP greedy without its fractional step, then improved
-    // greedily class by class with what budget is left.
-    let mut inc: Vec<usize> = vec![0; n];
-    let hull_pos: Vec<Vec<usize>> = by_depth.iter().map(hull).collect();
-    let mut at: Vec<usize> = vec![0; n];
-    let mut left = budget - suffix_w0[0];
-    for s in &segs {
-        // Steps of a class are taken in hull order; a skipped step blocks the later ones.
-        if s.step == at[s.class] && s.dw <= left {
-            left -= s.dw;
-            at[s.class] += 1;
+    let mut left = budget - need;
+    let mut lambda = 0.0;
+    let mut taken: Vec<(f64, usize)> = Vec::new(); // (efficiency, class) of steps taken, in order
+    let mut break_class = None;
+    while let Some(Next { eff, class: k }) = heap.pop() {
+        let (h, r) = (&hulls[k], &red[k]);
+        let dw = r.w[h[at[k] + 1]] - r.w[h[at[k]]];
+        if dw > left {
+            lambda = eff; // the break step: LP is fractional here
+            break_class = Some(k);
+            break;
+        }
+        left -= dw;
+        at[k] += 1;
+        taken.push((eff, k));
+        if at[k] + 1 < h.len() {
+            heap.push(Next {
+                eff: step_eff(r, h, at[k]),
+                class: k,
+            });
         }
     }
-    for d in 0..n {
-        inc[d] = hull_pos[d][at[d]];
-    }
-    let mut used: u64 = (0..n).map(|d| by_depth[d].w[inc[d]]).sum();
-    for d in 0..n {
-        let r = &by_depth[d];
-        for j in (inc[d] + 1..r.w.len()).rev() {
-            if used - r.w[inc[d]] + r.w[j] <= budget {
-                used = used - r.w[inc[d]] + r.w[j];
-                inc[d] = j;
-                break;
+    let lp_at = at.clone();
+
+    // 3. Incumbent A: the LP rounded down, then the greedy goes on past the
+    // break taking every later hull step that still fits.
+    let mut at_a = lp_at.clone();
+    let mut left_a = left;
+    let mut heap_a = heap;
+    while let Some(Next { class: k, .. }) = heap_a.pop() {
+        let (h, r) = (&hulls[k], &red[k]);
+        let dw = r.w[h[at_a[k] + 1]] - r.w[h[at_a[k]]];
+        if dw <= left_a {
+            left_a -= dw;
+            at_a[k] += 1;
+            if at_a[k] + 1 < h.len() {
+                heap_a.push(Next {
+                    eff: step_eff(r, h, at_a[k]),
+                    class: k,
+                });
             }
         }
     }
-    let inc_cost: f64 = (0..n).map(|d| by_depth[d].c[inc[d]]).sum();
-    let scale = suffix_c0[0].abs().max(1.0);
-    let mut search = Search {
-        classes: &by_depth,
-        segs: &segs,
-        suffix_c0,
-        suffix_w0,
-        budget,
-        best_cost: inc_cost,
-        best: inc.clone(),
-        cur: vec![0; n],
-        nodes: 0,
-        eps: 1e-12 * scale,
-    };
-    search.dfs(0, 0, 0.0);
-    let mut choice = vec![0usize; n];
-    let mut total_weight = 0u64;
-    let mut total_cost = 0.0;
-    for (d, &k) in order.iter().enumerate() {
-        let j = search.best[d];
-        choice[k] = by_depth[d].idx[j];
-        total_weight += by_depth[d].w[j];
-        total_cost += by_depth[d].c[j];
+    let cost_of = |at: &[usize]| -> f64 { (0..n).map(|k| red[k].c[hulls[k][at[k]]]).sum() };
+    let mut inc_at = at_a;
+    // Incumbent B: take the break step, then back out the least efficient
+    // steps taken (latest first) until the budget holds.
+    if let Some(bk) = break_class {
+        let mut at_b = lp_at.clone();
+        let h = &hulls[bk];
+        let mut over = red[bk].w[h[at_b[bk] + 1]] - red[bk].w[h[at_b[bk]]] - left;
+        at_b[bk] += 1;
+        for &(_, k) in taken.iter().rev() {
+            if over == 0 {
+                break;
+            }
+            if k == bk || at_b[k] == 0 {
+                continue;
+            }
+            let hk = &hulls[k];
+            let dw = red[k].w[hk[at_b[k]]] - red[k].w[hk[at_b[k] - 1]];
+            at_b[k] -= 1;
+            over = over.saturating_sub(dw);
+        }
+        if over == 0 && cost_of(&at_b) < cost_of(&inc_at) {
+            inc_at = at_b;
+        }
     }
-    Ok(Solution {
+    let mut inc: Vec<usize> = (0..n).map(|k| hulls[k][inc_at[k]]).collect();
+    // Then single-class upgrades to any (non-hull) item that still fits.
+    let mut used: u64 = (0..n).map(|k| red[k].w[inc[k]]).sum();
+    for k in 0..n {
+        let r = &red[k];
+        if let Some(j) = (inc[k] + 1..r.w.len())
+            .rev()
+            .find(|&j| used - r.w[inc[k]] + r.w[j] <= budget)
+        {
+            used = used - r.w[inc[k]] + r.w[j];
+            inc[k] = j;
+        }
+    }
+    let mut best_cost: f64 = (0..n).map(|k| red[k].c[inc[k]]).sum();
+    let eps = 1e-12 * red.iter().map(|r| r.c[0].abs()).sum::<f64>().max(1.0);
+
+    // Lagrangian pieces: m_k = min_j (c + λw) per class; bound = Σ m_k − λ·budget.
+    let m: Vec<f64> = red
+        .iter()
+        .map(|r| {
+            r.w.iter()
+                .zip(&r.c)
+                .map(|(&w, &c)| c + lambda * w as f64)
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect();
+    let lb: f64 = m.iter().sum::<f64>() - lambda * budget as f64;
+    let gap = best_cost - lb;
+
+    // 4. Reduced-cost fixing.
+    let allowed: Vec<Vec<u32>> = red
+        .iter()
+        .zip(&m)
+        .map(|(r, &mk)| {
+            (0..r.w.len() as u32)
+                .filter(|&j| r.c[j as usize] + lambda * r.w[j as usize] as f64 - mk <= gap + eps)
+                .collect()
+        })
+        .collect();
+    let mut fixed_w = 0u64;
+    let mut fixed_c = 0.0;
+    let mut free: Vec<usize> = Vec::new();
+    let mut choice_red = vec![0usize; n];
+    for k in 0..n {
+        match allowed[k].as_slice() {
+            [] => {
+                // Only the incumbent's own item can be the optimum here.
+                choice_red[k] = inc[k];
+                fixed_w += red[k].w[inc[k]];
+                fixed_c += red[k].c[inc[k]];
+            }
+            [j] => {
+                choice_red[k] = *j as usize;
+                fixed_w += red[k].w[*j as usize];
+                fixed_c += red[k].c[*j as usize];
+            }
+            _ => free.push(k),
+        }
+    }
+    if fixed_w > budget {
+        // Fixing is only valid if something beats the incumbent; nothing can.
+        return Ok(finish(&red, &inc, false, 0));
+    }
+
+    // 5. Pareto DP over the free classes, each state bounded by the exact
+    // LP of the classes still to come at the state's residual capacity.
+    let cap = budget - fixed_w;
+    let lp_rest: Vec<LpSuffix> = {
+        let mut v = vec![LpSuffix::default(); free.len() + 1];
+        for (i, &k) in free.iter().enumerate().rev() {
+            v[i] = v[i + 1].with_class(&red[k], &allowed[k]);
+        }
+        v
+    };
+    let mut layers: Vec<Vec<State>> = Vec::with_capacity(free.len() + 1);
+    layers.push(vec![State {
+        w: 0,
+        c: 0.0,
+        parent: 0,
+        item: 0,
+    }]);
+    let mut nodes = 0u64;
+    let mut next: Vec<State> = Vec::new();
+    for (i, &k) in free.iter().enumerate() {
+        next.clear();
+        let prev = layers.last().unwrap();
+        let rest = &lp_rest[i + 1];
+        for (pi, st) in prev.iter().enumerate() {
+            for &j in &allowed[k] {
+                let (w, c) = (st.w + red[k].w[j as usize], st.c + red[k].c[j as usize]);
+                if w + rest.base_w > cap {
+                    continue;
+                }
+                if fixed_c + c + rest.bound(cap - w) >= best_cost - eps {
+                    continue;
+                }
+                next.push(State {
+                    w,
+                    c,
+                    parent: pi as u32,
+                    item: j,
+                });
+            }
+        }
+        nodes += next.len() as u64;
+        // Keep the Pareto frontier: by weight ascending, strictly falling cost.
+        next.sort_unstable_by(|a, b| a.w.cmp(&b.w).then(a.c.total_cmp(&b.c)));
+        let mut front: Vec<State> = Vec::with_capacity(next.len());
+        for s in &next {
+            if front.last().is_none_or(|l| s.c < l.c - eps) {
+                front.push(*s);
+            }
+        }
+        if front.is_empty() {
+            // No partial solution can beat the incumbent.
+            return Ok(finish(&red, &inc, false, nodes));
+        }
+        layers.push(front);
+    }
+    let last = layers.last().unwrap();
+    let (bi, bs) = last
+        .iter()
+        .enumerate()
+        .min_by(|a, b| a.1.c.total_cmp(&b.1.c))
+        .expect("non-empty frontier");
+    if fixed_c + bs.c >= best_cost - eps {
+        return Ok(finish(&red, &inc, false, nodes));
+    }
+    let mut pi = bi;
+    for (i, &k) in free.iter().enumerate().rev() {
+        let s = layers[i + 1][pi];
+        choice_red[k] = s.item as usize;
+        pi = s.parent as usize;
+    }
+    Ok(finish(&red, &choice_red, false, nodes))
+}
+
+/// The LP relaxation of a set of classes as a function of capacity:
+/// base (lightest items) minus the savings of hull steps taken greedily.
+#[derive(Clone)]
+struct LpSuffix {
+    base_w: u64,
+    base_c: f64,
+    /// Hull steps, most efficient first: (efficiency, weight, saving).
+    steps: Vec<(f64, u64, f64)>,
+    /// Prefix sums over `steps`: cumulative weight and saving after k steps.
+    cum_w: Vec<u64>,
+    cum_c: Vec<f64>,
+}
+
+impl Default for LpSuffix {
+    fn default() -> Self {
+        Self {
+            base_w: 0,
+            base_c: 0.0,
+            steps: Vec::new(),
+            cum_w: vec![0],
+            cum_c: vec![0.0],
+        }
+    }
+}
+
+impl LpSuffix {
+    /// This suffix plus one class restricted to its `allowed` reduced items.
+    fn with_class(&self, r: &Reduced, allowed: &[u32]) -> LpSuffix {
+        let sub = Reduced {
+            w: allowed.iter().map(|&j| r.w[j as usize]).collect(),
+            c: allowed.iter().map(|&j| r.c[j as usize]).collect(),
+            idx: Vec::new(),
+        };
+        let h = hull(&sub);
+        let own: Vec<(f64, u64, f64)> = (0..h.len() - 1)
+            .map(|k| {
+                (
+                    step_eff(&sub, &h, k),
+                    sub.w[h[k + 1]] - sub.w[h[k]],
+                    sub.c[h[k]] - sub.c[h[k + 1]],
+                )
+            })
+            .collect();
+        // Merge two lists sorted by decreasing efficiency.
+        let mut steps = Vec::with_capacity(self.steps.len() + own.len());
+        let (mut a, mut b) = (0, 0);
+        while a < self.steps.len() || b < own.len() {
+            if b == own.len() || (a < self.steps.len() && self.steps[a].0 >= own[b].0) {
+                steps.push(self.steps[a]);
+                a += 1;
+            } else {
+                steps.push(own[b]);
+                b += 1;
+            }
+        }
+        let mut cum_w = Vec::with_capacity(steps.len() + 1);
+        let mut cum_c = Vec::with_capacity(steps.len() + 1);
+        let (mut tw, mut tc) = (0u64, 0.0);
+        cum_w.push(0);
+        cum_c.push(0.0);
+        for &(_, w, c) in &steps {
+            tw += w;
+            tc += c;
+            cum_w.push(tw);
+            cum_c.push(tc);
+        }
+        LpSuffix {
+            base_w: self.base_w + sub.w[0],
+            base_c: self.base_c + sub.c[0],
+            steps,
+            cum_w,
+            cum_c,
+        }
+    }
+
+    /// LP optimum of these classes with `cap` capacity (cap ≥ base_w).
+    fn bound(&self, cap: u64) -> f64 {
+        let room = cap - self.base_w;
+        // Steps fully taken: the largest k with cum_w[k] <= room.
+        let k = self.cum_w.partition_point(|&w| w <= room) - 1;
+        let mut saving = self.cum_c[k];
+        if k < self.steps.len() {
+            let (_, w, c) = self.steps[k];
+            saving += c * (room - self.cum_w[k]) as f64 / w as f64;
+        }
+        self.base_c - saving
+    }
+}
+
+/// Maps a choice over reduced items back to the caller's items.
+fn finish(red: &[Reduced], choice_red: &[usize], budget_slack: bool, nodes: u64) -> Solution {
+    let mut total_weight = 0;
+    let mut total_cost = 0.0;
+    let choice = red
+        .iter()
+        .zip(choice_red)
+        .map(|(r, &j)| {
+            total_weight += r.w[j];
+            total_cost += r.c[j];
+            r.idx[j]
+        })
+        .collect();
+    Solution {
         choice,
         total_weight,
         total_cost,
-        budget_slack: false,
-        nodes: search.nodes,
-    })
+        budget_slack,
+        nodes,
+    }
 }
 
 /// Exhaustive search, for tests and for checking small instances.
