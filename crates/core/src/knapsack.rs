@@ -291,7 +291,7 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
             inc[k] = j;
         }
     }
-    let mut best_cost: f64 = (0..n).map(|k| red[k].c[inc[k]]).sum();
+    let best_cost: f64 = (0..n).map(|k| red[k].c[inc[k]]).sum();
     let eps = 1e-12 * red.iter().map(|r| r.c[0].abs()).sum::<f64>().max(1.0);
 
     // Lagrangian pieces: m_k = min_j (c + λw) per class; bound = Σ m_k − λ·budget.
