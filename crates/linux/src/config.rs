@@ -385,6 +385,9 @@ impl Config {
             _ => {}
         }
         let p = &self.preload.core;
+        if p.budget_unit_bytes == 0 {
+            return bad("preload.budget_unit_bytes", "must be > 0");
+        }
         if p.cutoff_count == 0 || p.cutoff_count > 30 {
             return bad("preload.cutoff_count", "must be in 1..=30");
         }

@@ -7,6 +7,7 @@
 //! Files that vanished in between (a cgroup removed by its owner) are not an
 //! error on restore: there is nothing left to restore.
 
+use crate::store::write_atomic;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -82,32 +83,6 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
         path: path.to_path_buf(),
         source,
     }
-}
-
-/// Writes `bytes` to `path` atomically: temp file in the same directory,
-/// fsync, rename, fsync of the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let res = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
 }
 
 /// Writes a value into a sysctl/cgroup file (O_TRUNC is harmless on kernel

@@ -1,0 +1,507 @@
+//! Observability of the daemon: Prometheus text metrics (served by the
+//! socket's `metrics` command and written to `metrics_file`) and a
+//! Chrome/Perfetto JSON trace (`trace_file`: mode spans, launch spans, kill
+//! instants, domain memory counters) that opens in ui.perfetto.dev.
+
+use super::{DomainSample, EventKind};
+use appflow_core::reason::Reason;
+use appflow_core::reclaim::ReclaimMode;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Bucket upper bounds of the loop histograms, seconds.
+pub const LOOP_BUCKETS_S: [f64; 12] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0,
+];
+
+/// A latency histogram: Prometheus buckets plus a ring of recent samples for quantiles.
+#[derive(Debug, Clone, Default)]
+pub struct Histogram {
+    counts: [u64; LOOP_BUCKETS_S.len()],
+    count: u64,
+    sum_s: f64,
+    recent: Vec<f64>,
+    next: usize,
+}
+
+const RECENT_KEPT: usize = 20_000;
+
+impl Histogram {
+    /// Records one observation, seconds.
+    pub fn observe(&mut self, v_s: f64) {
+        for (i, b) in LOOP_BUCKETS_S.iter().enumerate() {
+            if v_s <= *b {
+                self.counts[i] += 1;
+            }
+        }
+        self.count += 1;
+        self.sum_s += v_s;
+        if self.recent.len() < RECENT_KEPT {
+            self.recent.push(v_s);
+        } else {
+            self.recent[self.next] = v_s;
+            self.next = (self.next + 1) % RECENT_KEPT;
+        }
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The q-quantile (0..=1) of the recent observations, seconds (nearest rank).
+    pub fn quantile(&self, q: f64) -> f64 {
+        if self.recent.is_empty() {
+            return 0.0;
+        }
+        let mut v = self.recent.clone();
+        v.sort_by(|a, b| a.total_cmp(b));
+        let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+        v[rank - 1]
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (b, c) in LOOP_BUCKETS_S.iter().zip(self.counts) {
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {c}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum {}", self.sum_s);
+        let _ = writeln!(out, "{name}_count {}", self.count);
+    }
+}
+
+/// The daemon's counters and gauges.
+#[derive(Debug, Clone, Default)]
+pub struct Metrics {
+    /// Mode switches by (from, to).
+    pub mode_switches: BTreeMap<(&'static str, &'static str), u64>,
+    /// Reclaim ticks by reason (code, name).
+    pub reclaim_reasons: BTreeMap<(u16, &'static str), u64>,
+    /// Kills by reason (code, name).
+    pub kills: BTreeMap<(u16, &'static str), u64>,
+    /// Footprint of killed apps, bytes.
+    pub killed_bytes: u64,
+    /// Notifications by event.
+    pub events: BTreeMap<&'static str, u64>,
+    /// Anonymous bytes the kernel accepted for page-out.
+    pub reclaimed_anon_bytes: u64,
+    /// Files dropped from the page cache (efficiency-first, drop_cold_files).
+    pub dropped_files: u64,
+    /// Bytes queued for standby (touch) holds.
+    pub preload_queued_bytes_touch: u64,
+    /// Bytes queued for launch (protect) streams.
+    pub preload_queued_bytes_protect: u64,
+    /// Σ P_i(s_i) of the current plan.
+    pub plan_bytes: u64,
+    /// Plans solved.
+    pub plans_solved: u64,
+    /// Lateness of the tick start against its schedule.
+    pub loop_jitter: Histogram,
+    /// Work time of a tick.
+    pub loop_work: Histogram,
+    /// Requests refused on the socket (malformed, unauthorised).
+    pub socket_errors: u64,
+}
+
+impl Metrics {
+    /// Counts a notification.
+    pub fn count_event(&mut self, e: EventKind) {
+        *self.events.entry(e.name()).or_default() += 1;
+    }
+
+    /// Counts a reclaim tick's reason.
+    pub fn count_reclaim_reason(&mut self, r: Reason) {
+        *self
+            .reclaim_reasons
+            .entry((r.code(), r.name()))
+            .or_default() += 1;
+    }
+
+    /// Counts a mode switch.
+    pub fn count_switch(&mut self, from: ReclaimMode, to: ReclaimMode) {
+        *self
+            .mode_switches
+            .entry((from.name(), to.name()))
+            .or_default() += 1;
+    }
+
+    /// All mode switches.
+    pub fn switches_total(&self) -> u64 {
+        self.mode_switches.values().sum()
+    }
+
+    /// Counts a kill.
+    pub fn count_kill(&mut self, r: Reason, footprint_bytes: u64) {
+        *self.kills.entry((r.code(), r.name())).or_default() += 1;
+        self.killed_bytes += footprint_bytes;
+    }
+}
+
+/// Live values that are not counters of the scheduler (filled by the runtime).
+#[derive(Debug, Clone, Default)]
+pub struct Gauges {
+    /// Current mode.
+    pub mode: Option<ReclaimMode>,
+    /// Latest domain sample.
+    pub sample: Option<DomainSample>,
+    /// n_alloc of the latest tick.
+    pub alloc_pages: u64,
+    /// Preload budget M_p.
+    pub budget_bytes: u64,
+    /// Bytes mlocked by the worker.
+    pub protected_bytes: u64,
+    /// Bytes of touched standby spans.
+    pub standby_bytes: u64,
+    /// Bytes read by the worker's loads.
+    pub preload_read_bytes: u64,
+    /// Bytes read by the worker's touches.
+    pub touch_read_bytes: u64,
+    /// Bytes dropped by fadvise.
+    pub dropped_bytes: u64,
+    /// Processes watched in the domain.
+    pub processes: u64,
+    /// Apps known.
+    pub apps: u64,
+    /// Features (name, available).
+    pub features: Vec<(&'static str, bool)>,
+    /// Settings changed and not yet restored.
+    pub changed_settings: u64,
+}
+
+/// Renders the Prometheus text exposition.
+pub fn render(m: &Metrics, g: &Gauges) -> String {
+    let mut o = String::new();
+    let gauge = |o: &mut String, name: &str, help: &str, v: f64| {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+    };
+    let mode = g.mode.unwrap_or(ReclaimMode::Normal);
+    let _ = writeln!(o, "# HELP appflow_reclaim_mode Current reclaim mode (1 = active).\n# TYPE appflow_reclaim_mode gauge");
+    for md in [
+        ReclaimMode::Normal,
+        ReclaimMode::EfficiencyFirst,
+        ReclaimMode::Rebalancing,
+    ] {
+        let _ = writeln!(
+            o,
+            "appflow_reclaim_mode{{mode=\"{}\"}} {}",
+            md.name(),
+            u8::from(md == mode)
+        );
+    }
+    let _ = writeln!(o, "# HELP appflow_mode_switches_total Reclaim mode switches.\n# TYPE appflow_mode_switches_total counter");
+    for ((f, t), n) in &m.mode_switches {
+        let _ = writeln!(
+            o,
+            "appflow_mode_switches_total{{from=\"{f}\",to=\"{t}\"}} {n}"
+        );
+    }
+    let _ = writeln!(o, "# HELP appflow_reclaim_ticks_total Reclaim ticks by reason.\n# TYPE appflow_reclaim_ticks_total counter");
+    for ((code, name), n) in &m.reclaim_reasons {
+        let _ = writeln!(
+            o,
+            "appflow_reclaim_ticks_total{{reason=\"{name}\",code=\"{code}\"}} {n}"
+        );
+    }
+    let _ = writeln!(o, "# HELP appflow_reclaimed_bytes_total Bytes reclaimed by the daemon, by type.\n# TYPE appflow_reclaimed_bytes_total counter");
+    let _ = writeln!(
+        o,
+        "appflow_reclaimed_bytes_total{{type=\"anon\"}} {}",
+        m.reclaimed_anon_bytes
+    );
+    let _ = writeln!(
+        o,
+        "appflow_reclaimed_bytes_total{{type=\"file\"}} {}",
+        g.dropped_bytes
+    );
+    let _ = writeln!(o, "# HELP appflow_kills_total Processes (apps) killed, by reason.\n# TYPE appflow_kills_total counter");
+    for ((code, name), n) in &m.kills {
+        let _ = writeln!(
+            o,
+            "appflow_kills_total{{reason=\"{name}\",code=\"{code}\"}} {n}"
+        );
+    }
+    let _ = writeln!(o, "# HELP appflow_killed_bytes_total Footprint of killed apps.\n# TYPE appflow_killed_bytes_total counter\nappflow_killed_bytes_total {}", m.killed_bytes);
+    let _ = writeln!(o, "# HELP appflow_notifications_total Notifications received.\n# TYPE appflow_notifications_total counter");
+    for (e, n) in &m.events {
+        let _ = writeln!(o, "appflow_notifications_total{{event=\"{e}\"}} {n}");
+    }
+    let _ = writeln!(o, "# HELP appflow_preload_queued_bytes_total Bytes queued to the preload worker, by hold.\n# TYPE appflow_preload_queued_bytes_total counter");
+    let _ = writeln!(
+        o,
+        "appflow_preload_queued_bytes_total{{hold=\"touch\"}} {}",
+        m.preload_queued_bytes_touch
+    );
+    let _ = writeln!(
+        o,
+        "appflow_preload_queued_bytes_total{{hold=\"protect\"}} {}",
+        m.preload_queued_bytes_protect
+    );
+    let _ = writeln!(o, "# HELP appflow_preload_read_bytes_total Bytes read by the preload worker, by cause.\n# TYPE appflow_preload_read_bytes_total counter");
+    let _ = writeln!(
+        o,
+        "appflow_preload_read_bytes_total{{cause=\"load\"}} {}",
+        g.preload_read_bytes
+    );
+    let _ = writeln!(
+        o,
+        "appflow_preload_read_bytes_total{{cause=\"touch\"}} {}",
+        g.touch_read_bytes
+    );
+    gauge(
+        &mut o,
+        "appflow_preload_protected_bytes",
+        "Bytes mlocked by the preload worker.",
+        g.protected_bytes as f64,
+    );
+    gauge(
+        &mut o,
+        "appflow_preload_standby_bytes",
+        "Bytes of standby spans kept warm.",
+        g.standby_bytes as f64,
+    );
+    gauge(
+        &mut o,
+        "appflow_preload_budget_bytes",
+        "Preload budget M_p.",
+        g.budget_bytes as f64,
+    );
+    gauge(
+        &mut o,
+        "appflow_preload_plan_bytes",
+        "Sum of P_i(s_i) of the cutoff plan.",
+        m.plan_bytes as f64,
+    );
+    let _ = writeln!(o, "# HELP appflow_cutoff_plans_total Cutoff plans solved.\n# TYPE appflow_cutoff_plans_total counter\nappflow_cutoff_plans_total {}", m.plans_solved);
+    if let Some(s) = g.sample {
+        gauge(
+            &mut o,
+            "appflow_domain_total_bytes",
+            "The domain's memory.",
+            s.total_bytes as f64,
+        );
+        gauge(
+            &mut o,
+            "appflow_domain_available_bytes",
+            "M_aval of the domain.",
+            s.avail_bytes as f64,
+        );
+        gauge(
+            &mut o,
+            "appflow_domain_anon_bytes",
+            "Anonymous memory in the domain.",
+            s.anon_bytes as f64,
+        );
+        gauge(
+            &mut o,
+            "appflow_domain_file_bytes",
+            "Page cache in the domain.",
+            s.file_bytes as f64,
+        );
+        if let Some(p) = s.psi_some_avg10 {
+            gauge(
+                &mut o,
+                "appflow_psi_memory_some_avg10",
+                "PSI memory some avg10, percent.",
+                p,
+            );
+        }
+    }
+    gauge(
+        &mut o,
+        "appflow_alloc_pages_per_tick",
+        "n_alloc of the last tick.",
+        g.alloc_pages as f64,
+    );
+    gauge(
+        &mut o,
+        "appflow_processes_watched",
+        "Processes in the domain.",
+        g.processes as f64,
+    );
+    gauge(
+        &mut o,
+        "appflow_apps_known",
+        "Apps known to the daemon.",
+        g.apps as f64,
+    );
+    gauge(
+        &mut o,
+        "appflow_changed_settings",
+        "Settings changed and not yet restored.",
+        g.changed_settings as f64,
+    );
+    let _ = writeln!(o, "# HELP appflow_socket_errors_total Refused control requests.\n# TYPE appflow_socket_errors_total counter\nappflow_socket_errors_total {}", m.socket_errors);
+    let _ = writeln!(o, "# HELP appflow_kernel_feature Kernel features found (0 = missing, degraded).\n# TYPE appflow_kernel_feature gauge");
+    for (f, ok) in &g.features {
+        let _ = writeln!(
+            o,
+            "appflow_kernel_feature{{feature=\"{f}\"}} {}",
+            u8::from(*ok)
+        );
+    }
+    m.loop_jitter.render(
+        &mut o,
+        "appflow_loop_jitter_seconds",
+        "Lateness of each tick against its schedule.",
+    );
+    m.loop_work.render(
+        &mut o,
+        "appflow_loop_work_seconds",
+        "Work time of each tick.",
+    );
+    o
+}
+
+/// A Chrome/Perfetto JSON trace, kept in memory and written whole.
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    enabled: bool,
+    events: Vec<serde_json::Value>,
+    last_counter_ms: Option<u64>,
+    dropped: u64,
+}
+
+const TRACE_MAX_EVENTS: usize = 200_000;
+const PID: u32 = 1;
+const TID_MODE: u32 = 1;
+const TID_KILL: u32 = 2;
+const TID_LAUNCH: u32 = 3;
+
+impl Trace {
+    /// A trace; a disabled one records nothing.
+    pub fn new(enabled: bool) -> Self {
+        let mut t = Self {
+            enabled,
+            ..Default::default()
+        };
+        if enabled {
+            for (tid, name) in [
+                (TID_MODE, "reclaim mode"),
+                (TID_KILL, "kills"),
+                (TID_LAUNCH, "launches"),
+            ] {
+                t.events.push(
+                    json!({"ph":"M","name":"thread_name","pid":PID,"tid":tid,"args":{"name":name}}),
+                );
+            }
+            t.events.push(
+                json!({"ph":"M","name":"process_name","pid":PID,"args":{"name":"appflow daemon"}}),
+            );
+        }
+        t
+    }
+
+    fn push(&mut self, e: serde_json::Value) {
+        if !self.enabled {
+            return;
+        }
+        if self.events.len() >= TRACE_MAX_EVENTS {
+            self.dropped += 1;
+            return;
+        }
+        self.events.push(e);
+    }
+
+    /// A mode switch: ends the previous mode's span, begins the new one.
+    pub fn mode_switch(&mut self, from: ReclaimMode, to: ReclaimMode, now_ms: u64) {
+        let ts = now_ms * 1000;
+        if from != ReclaimMode::Normal {
+            self.push(json!({"ph":"E","name":from.name(),"pid":PID,"tid":TID_MODE,"ts":ts}));
+        }
+        if to != ReclaimMode::Normal {
+            self.push(json!({"ph":"B","name":to.name(),"pid":PID,"tid":TID_MODE,"ts":ts}));
+        }
+    }
+
+    /// A launch begins.
+    pub fn launch_begin(&mut self, app: &str, now_ms: u64) {
+        self.push(json!({"ph":"b","cat":"launch","name":format!("launch {app}"),"id":app,"pid":PID,"tid":TID_LAUNCH,"ts":now_ms*1000}));
+    }
+
+    /// A launch ends.
+    pub fn launch_end(&mut self, app: &str, now_ms: u64) {
+        self.push(json!({"ph":"e","cat":"launch","name":format!("launch {app}"),"id":app,"pid":PID,"tid":TID_LAUNCH,"ts":now_ms*1000}));
+    }
+
+    /// A kill.
+    pub fn kill(&mut self, app: &str, pid: u32, net_freed_bytes: i64, now_ms: u64) {
+        self.push(json!({"ph":"i","s":"g","name":format!("kill {app}"),"pid":PID,"tid":TID_KILL,"ts":now_ms*1000,
+            "args":{"pid":pid,"net_freed_bytes":net_freed_bytes}}));
+    }
+
+    /// Domain memory counters (at most once a second).
+    pub fn counters(&mut self, s: &DomainSample, alloc_pages: u64) {
+        if !self.enabled || self.last_counter_ms.is_some_and(|t| s.now_ms < t + 1000) {
+            return;
+        }
+        self.last_counter_ms = Some(s.now_ms);
+        let mib = |b: u64| b as f64 / 1048576.0;
+        self.push(json!({"ph":"C","name":"domain memory (MiB)","pid":PID,"ts":s.now_ms*1000,
+            "args":{"available":mib(s.avail_bytes),"anon":mib(s.anon_bytes),"file":mib(s.file_bytes)}}));
+        self.push(json!({"ph":"C","name":"n_alloc (pages/tick)","pid":PID,"ts":s.now_ms*1000,"args":{"pages":alloc_pages}}));
+    }
+
+    /// The trace as Chrome JSON (object form).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(&json!({"traceEvents": self.events, "displayTimeUnit": "ms",
+            "otherData": {"dropped_events": self.dropped}}))
+        .expect("trace serialises")
+    }
+
+    /// Whether events are recorded.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_quantiles_and_text() {
+        let mut h = Histogram::default();
+        for i in 1..=100 {
+            h.observe(i as f64 / 1000.0);
+        }
+        assert_eq!(h.quantile(0.5), 0.05);
+        assert_eq!(h.quantile(0.99), 0.099);
+        let mut m = Metrics::default();
+        m.loop_jitter = h;
+        m.count_switch(ReclaimMode::Normal, ReclaimMode::EfficiencyFirst);
+        m.count_kill(Reason::KillHighestNetFreed, 10);
+        let text = render(&m, &Gauges::default());
+        assert!(
+            text.contains("appflow_loop_jitter_seconds_bucket{le=\"0.05\"} 50"),
+            "{text}"
+        );
+        assert!(text.contains("appflow_loop_jitter_seconds_count 100"));
+        assert!(
+            text.contains("appflow_mode_switches_total{from=\"normal\",to=\"efficiency_first\"} 1")
+        );
+        assert!(
+            text.contains("appflow_kills_total{reason=\"kill_highest_net_freed\",code=\"200\"} 1")
+        );
+        // Every sample line is "name{labels} value" or "name value".
+        for l in text.lines().filter(|l| !l.starts_with('#')) {
+            let v = l.rsplit(' ').next().unwrap();
+            assert!(v.parse::<f64>().is_ok(), "bad line {l}");
+        }
+    }
+
+    #[test]
+    fn trace_is_chrome_json_with_spans() {
+        let mut t = Trace::new(true);
+        t.mode_switch(ReclaimMode::Normal, ReclaimMode::EfficiencyFirst, 100);
+        t.mode_switch(ReclaimMode::EfficiencyFirst, ReclaimMode::Normal, 600);
+        t.kill("a", 5, 10, 700);
+        let v: serde_json::Value = serde_json::from_str(&t.to_json()).unwrap();
+        let ev = v["traceEvents"].as_array().unwrap();
+        assert!(ev.iter().any(|e| e["ph"] == "B" && e["ts"] == 100_000));
+        assert!(ev.iter().any(|e| e["ph"] == "E" && e["ts"] == 600_000));
+        assert!(ev.iter().any(|e| e["ph"] == "i"));
+        assert!(Trace::new(false).to_json().contains("\"traceEvents\":[]"));
+    }
+}

@@ -1,0 +1,824 @@
+//! The live daemon: builds the domain, the mechanisms and the socket from a
+//! validated [`Config`], then runs the loop until SIGTERM/SIGINT, and
+//! restores every changed setting on the way out.
+//!
+//! Per tick (`tick_ms`): one sample of the domain (memory.stat or
+//! meminfo+vmstat, PSI), the preloader's and reclaimer's steps, and — only
+//! when the core's trigger says so — a footprint read of the app processes
+//! (smaps_rollup) and the killer's step. The process scan (cgroup.procs or
+//! /proc, plus comm/exe/cmdline of new pids) runs every `scan_interval_ms`.
+//! Requests from the socket are served between ticks on the loop thread.
+
+use super::metrics::{self, Gauges};
+use super::{DomainSample, ProcInfo, Scheduler};
+use crate::actuators::kill::LiveKiller;
+use crate::actuators::preload::{WorkerClient, WorkerPlacement};
+use crate::actuators::reclaim::{LiveReclaim, SwappinessTarget};
+use crate::actuators::{read_start_time, Features};
+use crate::config::{AppDecl, Config, DomainKind};
+use crate::journal::Journal;
+use crate::readers::{self, CgroupVersion, MemCgroup};
+use crate::socket::{error_reply, ControlServer, Incoming, Request};
+use crate::store::{write_atomic, ProfileStore};
+use appflow_core::mechanism::PreloadMechanism;
+use appflow_core::storage::ThroughputCurve;
+use appflow_core::InputError;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The domain the daemon schedules.
+#[derive(Debug, Clone)]
+pub enum Domain {
+    /// The whole machine.
+    System,
+    /// One memory cgroup.
+    Cgroup(MemCgroup),
+}
+
+/// How to start the preload worker: program and the arguments that precede
+/// the worker's own (`preload-worker` for the `appflow` binary).
+#[derive(Debug, Clone)]
+pub struct WorkerCommand {
+    /// The program (normally the running binary).
+    pub program: PathBuf,
+    /// Leading arguments (the subcommand).
+    pub args: Vec<String>,
+}
+
+impl WorkerCommand {
+    /// `current_exe() preload-worker`.
+    pub fn current_exe() -> anyhow::Result<Self> {
+        Ok(Self {
+            program: std::env::current_exe()?,
+            args: vec!["preload-worker".into()],
+        })
+    }
+}
+
+fn now_unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Reads one domain sample.
+pub fn sample_domain(
+    domain: &Domain,
+    proc_root: &Path,
+    now_ms: u64,
+) -> anyhow::Result<DomainSample> {
+    let psi = readers::read_psi_memory(proc_root)
+        .ok()
+        .map(|p| p.some_avg10);
+    match domain {
+        Domain::System => {
+            let m = readers::read_meminfo(proc_root)?;
+            let v = readers::read_vmstat(proc_root)?;
+            Ok(DomainSample {
+                now_ms,
+                total_bytes: m.total_kb * 1024,
+                avail_bytes: m.available_kb * 1024,
+                anon_bytes: (m.active_anon_kb + m.inactive_anon_kb) * 1024,
+                file_bytes: (m.active_file_kb + m.inactive_file_kb) * 1024,
+                alloc_counter: v.pgalloc_total(),
+                psi_some_avg10: psi,
+            })
+        }
+        Domain::Cgroup(cg) => {
+            let st = cg.stat()?;
+            let usage = cg.usage_bytes()?;
+            let (total, avail) = match cg.limit_bytes()? {
+                Some(limit) => (
+                    limit,
+                    limit.saturating_sub(usage) + st.inactive_file_bytes.min(usage),
+                ),
+                None => {
+                    let m = readers::read_meminfo(proc_root)?;
+                    (m.total_kb * 1024, m.available_kb * 1024)
+                }
+            };
+            // v2 has per-cgroup PSI; v1 uses the system's.
+            let psi = match cg.pressure() {
+                Ok(Some(p)) => Some(p.some_avg10),
+                _ => psi,
+            };
+            Ok(DomainSample {
+                now_ms,
+                total_bytes: total,
+                avail_bytes: avail,
+                anon_bytes: st.anon_bytes,
+                file_bytes: st.file_bytes,
+                alloc_counter: st.pgfault,
+                psi_some_avg10: psi,
+            })
+        }
+    }
+}
+
+/// Every pid in the cgroup `root` and its descendants.
+pub fn cgroup_tree_pids(root: &Path) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if let Ok(t) = std::fs::read_to_string(d.join("cgroup.procs")) {
+            out.extend(t.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+        }
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            for e in rd.flatten() {
+                if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                    stack.push(e.path());
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The cgroup path as /proc/PID/cgroup shows it: the part after the
+/// controller's mount point (`/sys/fs/cgroup/memory/a/b` → `/a/b`).
+pub fn cgroup_relative(path: &str) -> String {
+    let p = path.trim_end_matches('/');
+    if let Some(rest) = p.strip_prefix("/sys/fs/cgroup/") {
+        // v1: skip the controller directory; the unified mount likewise.
+        match rest.split_once('/') {
+            Some((_, r)) => format!("/{r}"),
+            None => "/".into(),
+        }
+    } else if p.is_empty() {
+        "/".into()
+    } else {
+        p.to_string()
+    }
+}
+
+#[derive(Debug, Clone)]
+struct ProcEntry {
+    start_time: u64,
+    comm: String,
+    ppid: u32,
+    config_app: Option<String>,
+    oom_score_adj: i32,
+}
+
+struct AppMatcher {
+    name: String,
+    exe: Option<PathBuf>,
+    cmdline: Option<regex::Regex>,
+    cgroup: Option<String>,
+}
+
+impl AppMatcher {
+    fn new(a: &AppDecl) -> Self {
+        Self {
+            name: a.name.clone(),
+            exe: (!a.exe.is_empty()).then(|| PathBuf::from(&a.exe)),
+            cmdline: (!a.cmdline.is_empty())
+                .then(|| regex::Regex::new(&a.cmdline).expect("validated")),
+            cgroup: (!a.cgroup.is_empty()).then(|| cgroup_relative(&a.cgroup)),
+        }
+    }
+}
+
+/// Scans the domain's processes and recognises apps.
+struct Scanner {
+    proc_root: PathBuf,
+    matchers: Vec<AppMatcher>,
+    cache: BTreeMap<u32, ProcEntry>,
+}
+
+impl Scanner {
+    fn identify(&self, pid: u32) -> Option<String> {
+        if self.matchers.is_empty() {
+            return None;
+        }
+        let exe = readers::read_exe(&self.proc_root, pid).ok();
+        let cmd = readers::read_cmdline(&self.proc_root, pid)
+            .ok()
+            .map(|v| v.join(" "));
+        let cgroups = if self.matchers.iter().any(|m| m.cgroup.is_some()) {
+            std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("cgroup")).ok()
+        } else {
+            None
+        };
+        self.matchers.iter().find_map(|m| {
+            let by_exe = m.exe.as_ref().is_some_and(|e| exe.as_ref() == Some(e));
+            let by_cmd = m
+                .cmdline
+                .as_ref()
+                .is_some_and(|r| cmd.as_ref().is_some_and(|c| !c.is_empty() && r.is_match(c)));
+            let by_cg = m.cgroup.as_ref().is_some_and(|want| {
+                cgroups.as_ref().is_some_and(|t| {
+                    t.lines().any(|l| {
+                        let mut f = l.splitn(3, ':');
+                        let (_, ctrl, path) =
+                            (f.next(), f.next().unwrap_or(""), f.next().unwrap_or(""));
+                        (ctrl.is_empty() || ctrl.split(',').any(|c| c == "memory"))
+                            && (path == want || path.starts_with(&format!("{want}/")))
+                    })
+                })
+            });
+            (by_exe || by_cmd || by_cg).then(|| m.name.clone())
+        })
+    }
+
+    /// Re-scans `pids`; returns the processes with their apps.
+    fn scan(&mut self, pids: &[u32], sched: &Scheduler) -> Vec<ProcInfo> {
+        let live: BTreeSet<u32> = pids.iter().copied().collect();
+        self.cache.retain(|p, _| live.contains(p));
+        for &pid in pids {
+            let Some(start) = read_start_time(&self.proc_root, pid) else {
+                self.cache.remove(&pid);
+                continue;
+            };
+            let fresh = self.cache.get(&pid).is_none_or(|e| e.start_time != start);
+            if fresh {
+                let comm = readers::read_comm(&self.proc_root, pid).unwrap_or_default();
+                let ppid = readers::read_ppid(&self.proc_root, pid).unwrap_or(0);
+                let config_app = self.identify(pid);
+                self.cache.insert(
+                    pid,
+                    ProcEntry {
+                        start_time: start,
+                        comm,
+                        ppid,
+                        config_app,
+                        oom_score_adj: 0,
+                    },
+                );
+            }
+        }
+        // Notified pids and their descendants (through the parent chain).
+        let app_of = |pid: u32| -> Option<String> {
+            let mut p = pid;
+            for _ in 0..16 {
+                if let Some(a) = sched.app_of_notified_pid(p) {
+                    return Some(a.to_string());
+                }
+                p = self.cache.get(&p)?.ppid;
+                if p <= 1 {
+                    return None;
+                }
+            }
+            None
+        };
+        let apps: Vec<(u32, Option<String>)> = self
+            .cache
+            .iter()
+            .map(|(&pid, e)| (pid, app_of(pid).or_else(|| e.config_app.clone())))
+            .collect();
+        let mut out = Vec::with_capacity(apps.len());
+        for (pid, app) in apps {
+            let e = self.cache.get_mut(&pid).expect("present");
+            if app.is_some() {
+                e.oom_score_adj =
+                    readers::read_oom_score_adj(&self.proc_root, pid).unwrap_or(e.oom_score_adj);
+            }
+            out.push(ProcInfo {
+                pid,
+                start_time: e.start_time,
+                comm: e.comm.clone(),
+                app,
+                oom_score_adj: e.oom_score_adj,
+                footprint_bytes: None,
+            });
+        }
+        out
+    }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Installs SIGTERM/SIGINT handlers that ask the loop to stop.
+pub fn install_signal_handlers() -> anyhow::Result<&'static AtomicBool> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let act = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for s in [Signal::SIGTERM, Signal::SIGINT] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { sigaction(s, &act) }?;
+    }
+    Ok(&STOP)
+}
+
+/// Opens the configured domain; errors are bad input naming the field.
+pub fn open_domain(cfg: &Config) -> anyhow::Result<Domain> {
+    match cfg.domain.kind {
+        DomainKind::System => Ok(Domain::System),
+        DomainKind::Cgroup => {
+            let cg = MemCgroup::open(&cfg.domain.memory_cgroup)
+                .map_err(|e| InputError::new(format!("domain.memory_cgroup: {e}")))?;
+            Ok(Domain::Cgroup(cg))
+        }
+    }
+}
+
+fn load_curve(state_dir: &Path) -> ThroughputCurve {
+    let p = state_dir.join("calibration.json");
+    match std::fs::read_to_string(&p) {
+        Ok(t) => match serde_json::from_str::<ThroughputCurve>(&t)
+            .map_err(|e| e.to_string())
+            .and_then(|c| ThroughputCurve::new(c.points().to_vec()).map_err(|e| e.to_string()))
+        {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(path = %p.display(), error = %e, "calibration unreadable; using the default phone-flash curve");
+                super::default_curve()
+            }
+        },
+        Err(_) => {
+            tracing::info!(path = %p.display(), "no calibration stored (appflow calibrate); using the default phone-flash curve");
+            super::default_curve()
+        }
+    }
+}
+
+/// Everything the live loop owns.
+pub struct Runtime {
+    cfg: Config,
+    domain: Domain,
+    sched: Scheduler,
+    reclaim: LiveReclaim,
+    killer: LiveKiller,
+    worker: WorkerClient,
+    features: Features,
+    scanner: Scanner,
+    store: ProfileStore,
+    server: Option<ControlServer>,
+    rx: mpsc::Receiver<Incoming>,
+    procs: Vec<ProcInfo>,
+    start: Instant,
+    profiles_stamp: Option<(SystemTime, usize)>,
+    sample_errors: u64,
+}
+
+fn dir_stamp(dir: &Path) -> Option<(SystemTime, usize)> {
+    let m = std::fs::metadata(dir).ok()?.modified().ok()?;
+    let n = std::fs::read_dir(dir).ok()?.count();
+    Some((m, n))
+}
+
+impl Runtime {
+    /// Builds the daemon: replays a left-behind journal, spawns the preload
+    /// worker inside the domain, binds the socket.
+    pub fn new(cfg: Config, worker_cmd: &WorkerCommand) -> anyhow::Result<Self> {
+        let dry = cfg.daemon.dry_run;
+        let proc_root = cfg.daemon.proc_root.clone();
+        let domain = open_domain(&cfg)?;
+        let features = Features::probe(&proc_root);
+        for f in features.missing() {
+            tracing::warn!(feature = f, "kernel feature missing; the daemon degrades");
+        }
+        if !dry {
+            std::fs::create_dir_all(&cfg.daemon.state_dir).map_err(|e| {
+                anyhow::anyhow!("daemon.state_dir {}: {e}", cfg.daemon.state_dir.display())
+            })?;
+        }
+        let jpath = cfg.daemon.state_dir.join("journal.json");
+        let journal = match Journal::open(&jpath, dry) {
+            Ok((j, replay)) => {
+                for e in &replay.restored {
+                    tracing::warn!(file = %e.path.display(), value = %e.original,
+                        "restored a setting left changed by a previous daemon (crash recovery)");
+                }
+                for p in &replay.vanished {
+                    tracing::info!(file = %p.display(), "journaled setting no longer exists");
+                }
+                for (p, e) in &replay.failed {
+                    tracing::error!(file = %p.display(), error = %e, "could not restore a journaled setting");
+                }
+                if !replay.failed.is_empty() {
+                    anyhow::bail!(
+                        "journal {}: some settings could not be restored; fix and restart",
+                        jpath.display()
+                    );
+                }
+                j
+            }
+            Err(e) => {
+                let aside = jpath.with_extension(format!("corrupt-{}", now_unix_ms()));
+                tracing::error!(error = %e, moved_to = %aside.display(), "journal unreadable; moved aside");
+                std::fs::rename(&jpath, &aside)?;
+                Journal::open(&jpath, dry)?.0
+            }
+        };
+        let target = match &domain {
+            Domain::System => SwappinessTarget::Sysctl(proc_root.join("sys/vm/swappiness")),
+            Domain::Cgroup(cg) if cg.version == CgroupVersion::V1 => {
+                SwappinessTarget::CgroupV1(cg.path.clone())
+            }
+            Domain::Cgroup(_) => {
+                tracing::warn!(feature = "per-cgroup swappiness",
+                    "cgroup v2 domain: no per-cgroup swappiness; efficiency-first keeps protected ranges only");
+                SwappinessTarget::None
+            }
+        };
+        let reclaim = LiveReclaim::new(journal, target, &proc_root, dry);
+        let killer = LiveKiller::new(
+            &proc_root,
+            dry,
+            cfg.killer.freeze_first && features.freezer_v1,
+        );
+        let worker = if cfg.preload.enabled && !dry {
+            let placement = WorkerPlacement {
+                memory_cgroup: match &domain {
+                    Domain::Cgroup(cg) => Some(cg.path.clone()),
+                    Domain::System => None,
+                },
+                blkio_cgroup: (!cfg.domain.blkio_cgroup.as_os_str().is_empty())
+                    .then(|| cfg.domain.blkio_cgroup.clone()),
+            };
+            let mut args = worker_cmd.args.clone();
+            args.extend([
+                "--max-read-bytes".to_string(),
+                cfg.preload.core.max_read_bytes.to_string(),
+                "--touch-interval-ms".to_string(),
+                cfg.preload.core.touch_interval_ms.to_string(),
+            ]);
+            WorkerClient::spawn(&worker_cmd.program, &args, &placement)?
+        } else {
+            WorkerClient::dry_run()
+        };
+        let mut self_pids = vec![std::process::id()];
+        if let Some(p) = worker.pid() {
+            self_pids.push(p);
+            tracing::info!(
+                pid = p,
+                "preload worker started (idle I/O class, nice 19, in the domain)"
+            );
+        }
+        let curve = load_curve(&cfg.daemon.state_dir);
+        let sched = Scheduler::new(cfg.clone(), curve, &self_pids);
+        let (tx, rx) = mpsc::channel();
+        let server = ControlServer::bind(&cfg.daemon.socket, tx)?;
+        let scanner = Scanner {
+            proc_root: proc_root.clone(),
+            matchers: cfg.apps.iter().map(AppMatcher::new).collect(),
+            cache: BTreeMap::new(),
+        };
+        let store = ProfileStore::open(&cfg.daemon.state_dir);
+        Ok(Self {
+            cfg,
+            domain,
+            sched,
+            reclaim,
+            killer,
+            worker,
+            features,
+            scanner,
+            store,
+            server: Some(server),
+            rx,
+            procs: Vec::new(),
+            start: Instant::now(),
+            profiles_stamp: None,
+            sample_errors: 0,
+        })
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    fn reload_profiles(&mut self) {
+        let stamp = dir_stamp(self.store.dir());
+        if stamp.is_some() && stamp == self.profiles_stamp {
+            return;
+        }
+        self.profiles_stamp = stamp;
+        match self.store.load_all() {
+            Ok((profiles, skipped)) => {
+                tracing::info!(
+                    profiles = profiles.len(),
+                    skipped = skipped.len(),
+                    "profiles loaded"
+                );
+                self.sched.set_profiles(profiles);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "profile store unreadable; keeping the profiles loaded before")
+            }
+        }
+    }
+
+    fn scan(&mut self) {
+        let pids = match &self.domain {
+            Domain::System => readers::list_pids(&self.cfg.daemon.proc_root).unwrap_or_default(),
+            Domain::Cgroup(cg) => cgroup_tree_pids(&cg.path),
+        };
+        self.procs = self.scanner.scan(&pids, &self.sched);
+        for p in &self.procs {
+            if p.app.is_some() {
+                self.killer.expect(p.pid, p.start_time);
+            }
+        }
+        let live: BTreeSet<u32> = self.procs.iter().map(|p| p.pid).collect();
+        self.killer.retain(&|p| live.contains(&p));
+    }
+
+    fn tick(&mut self) {
+        let now = self.now_ms();
+        let s = match sample_domain(&self.domain, &self.cfg.daemon.proc_root, now) {
+            Ok(s) => s,
+            Err(e) => {
+                self.sample_errors += 1;
+                if self.sample_errors.is_power_of_two() {
+                    tracing::warn!(error = %e, count = self.sample_errors, "domain sample failed; tick skipped");
+                }
+                return;
+            }
+        };
+        self.sched
+            .preload_step(now, now_unix_ms(), &mut self.worker);
+        self.sched.reclaim_step(&s, &self.procs, &mut self.reclaim);
+        if self.sched.kill_wanted(&s).is_ok() {
+            // Fresh process list and footprints only when a kill is considered.
+            self.scan();
+            let root = self.cfg.daemon.proc_root.clone();
+            for p in self.procs.iter_mut().filter(|p| p.app.is_some()) {
+                p.footprint_bytes = readers::read_smaps_rollup(&root, p.pid)
+                    .ok()
+                    .map(|r| r.footprint_bytes());
+            }
+            if let Some(app) = self.sched.kill_step(&s, &self.procs, &mut self.killer) {
+                self.procs
+                    .retain(|p| p.app.as_deref() != Some(app.as_str()));
+            }
+        }
+    }
+
+    fn gauges(&self) -> Gauges {
+        let ws = self.worker.stats();
+        Gauges {
+            mode: Some(self.sched.mode()),
+            sample: self.sched.last_sample,
+            alloc_pages: self.sched.last_alloc_pages,
+            budget_bytes: self.cfg.preload.core.budget_bytes,
+            protected_bytes: ws.protected_bytes,
+            standby_bytes: ws.standby_bytes,
+            preload_read_bytes: ws.loaded_bytes,
+            touch_read_bytes: ws.touched_bytes,
+            dropped_bytes: self.reclaim.dropped_bytes,
+            processes: self.procs.len() as u64,
+            apps: self.sched.app_names().len() as u64,
+            features: vec![
+                ("pidfd", self.features.pidfd),
+                ("process_madvise", self.features.process_madvise),
+                ("process_mrelease", self.features.process_mrelease),
+                ("psi", self.features.psi),
+                ("freezer", self.features.freezer_v1),
+            ],
+            changed_settings: self.reclaim.journal().entries().len() as u64,
+        }
+    }
+
+    fn metrics_text(&mut self) -> String {
+        if let Some(s) = &self.server {
+            self.sched.metrics.socket_errors = s.errors.load(Ordering::Relaxed);
+        }
+        metrics::render(&self.sched.metrics, &self.gauges())
+    }
+
+    /// The `status` reply.
+    pub fn status(&self) -> Value {
+        let ws = self.worker.stats();
+        let s = self.sched.last_sample.unwrap_or_default();
+        let m = &self.sched.metrics;
+        let ms = |h: &metrics::Histogram, q: f64| (h.quantile(q) * 1e6).round() / 1e3;
+        let apps: Vec<Value> = self
+            .sched
+            .app_names()
+            .iter()
+            .map(|a| {
+                let pids: Vec<u32> = self
+                    .procs
+                    .iter()
+                    .filter(|p| p.app.as_deref() == Some(a))
+                    .map(|p| p.pid)
+                    .collect();
+                let cutoff = self
+                    .sched
+                    .plan()
+                    .and_then(|p| p.apps.iter().find(|x| &x.app == a))
+                    .map(|x| x.chosen);
+                json!({
+                    "name": a,
+                    "pids": pids,
+                    "foreground": self.sched.foreground() == Some(a.as_str()),
+                    "launching": self.sched.is_launching(a),
+                    "profile": self.sched.has_profile(a),
+                    "cutoff_bytes": cutoff.map(|c| c.cutoff_bytes),
+                    "preload_bytes": cutoff.map(|c| c.preload_bytes),
+                })
+            })
+            .collect();
+        json!({
+            "ok": true,
+            "pid": std::process::id(),
+            "dry_run": self.cfg.daemon.dry_run,
+            "uptime_ms": self.now_ms(),
+            "mode": self.sched.mode().name(),
+            "domain": {
+                "kind": match &self.domain { Domain::System => "system".to_string(), Domain::Cgroup(c) => format!("cgroup {}", c.path.display()) },
+                "total_bytes": s.total_bytes,
+                "available_bytes": s.avail_bytes,
+                "anon_bytes": s.anon_bytes,
+                "file_bytes": s.file_bytes,
+                "low_memory_bytes": self.cfg.reclaim.core.low_memory_threshold(s.total_bytes),
+                "alloc_pages_per_tick": self.sched.last_alloc_pages,
+                "psi_some_avg10": s.psi_some_avg10,
+            },
+            "preload": {
+                "enabled": self.cfg.preload.enabled,
+                "strategy": self.cfg.preload.strategy.name(),
+                "budget_bytes": self.cfg.preload.core.budget_bytes,
+                "plan_bytes": m.plan_bytes,
+                "standby_requested_bytes": self.sched.standby_bytes(),
+                "held_bytes": self.worker.held_bytes(),
+                "standby_bytes": ws.standby_bytes,
+                "protected_bytes": ws.protected_bytes,
+                "loaded_bytes": ws.loaded_bytes,
+                "loads": ws.loads,
+                "last_load": ws.last_load,
+                "worker_pid": ws.pid,
+                "worker_alive": ws.alive,
+            },
+            "foreground": self.sched.foreground(),
+            "apps": apps,
+            "processes": self.procs.len(),
+            "kills": m.kills.values().sum::<u64>(),
+            "mode_switches": m.switches_total(),
+            "changed_settings": self.reclaim.journal().entries().iter().map(|e| json!({"path": e.path, "original": e.original})).collect::<Vec<_>>(),
+            "features": self.features,
+            "loop": {
+                "ticks": m.loop_work.count(),
+                "jitter_p50_ms": ms(&m.loop_jitter, 0.5),
+                "jitter_p99_ms": ms(&m.loop_jitter, 0.99),
+                "work_p50_ms": ms(&m.loop_work, 0.5),
+                "work_p99_ms": ms(&m.loop_work, 0.99),
+            },
+            "decisions": self.sched.decisions.iter().rev().take(20).collect::<Vec<_>>(),
+        })
+    }
+
+    fn handle(&mut self, inc: Incoming) {
+        let reply = match inc.req {
+            Request::Status {} => self.status(),
+            Request::Metrics {} => json!({"ok": true, "text": self.metrics_text()}),
+            Request::Notify { event, app, pid } => {
+                let now = self.now_ms();
+                match self.sched.notify(event, &app, pid, now, &mut self.worker) {
+                    Ok(msg) => {
+                        if pid.is_some() {
+                            // Recognise the announced process at once.
+                            self.scan();
+                        }
+                        json!({"ok": true, "message": msg})
+                    }
+                    Err(e) => {
+                        self.sched.metrics.socket_errors += 1;
+                        error_reply(e)
+                    }
+                }
+            }
+        };
+        let _ = inc.reply.send(reply);
+    }
+
+    fn write_outputs(&mut self, final_write: bool, last_trace: &mut Instant) {
+        if !self.cfg.daemon.metrics_file.as_os_str().is_empty() {
+            let text = self.metrics_text();
+            if let Err(e) = write_atomic(&self.cfg.daemon.metrics_file, text.as_bytes()) {
+                tracing::warn!(error = %e, file = %self.cfg.daemon.metrics_file.display(), "metrics file not written");
+            }
+        }
+        if self.sched.trace.enabled()
+            && (final_write || last_trace.elapsed() >= Duration::from_secs(10))
+        {
+            *last_trace = Instant::now();
+            if let Err(e) = write_atomic(
+                &self.cfg.daemon.trace_file,
+                self.sched.trace.to_json().as_bytes(),
+            ) {
+                tracing::warn!(error = %e, file = %self.cfg.daemon.trace_file.display(), "trace file not written");
+            }
+        }
+    }
+
+    /// Runs until `stop` is set, then shuts down and restores every setting.
+    pub fn run(mut self, stop: &AtomicBool) -> anyhow::Result<()> {
+        let tick = Duration::from_millis(self.cfg.daemon.tick_ms);
+        let scan_every = self.cfg.daemon.scan_interval_ms;
+        self.reload_profiles();
+        self.scan();
+        let mut last_scan = 0u64;
+        let mut last_out = Instant::now();
+        let mut last_trace = Instant::now();
+        let mut k: u32 = 0;
+        let origin = Instant::now();
+        tracing::info!(socket = %self.cfg.daemon.socket.display(), dry_run = self.cfg.daemon.dry_run,
+            tick_ms = self.cfg.daemon.tick_ms, "appflow daemon running");
+        while !stop.load(Ordering::SeqCst) {
+            let scheduled = origin + tick * k;
+            // Serve requests until the tick is due.
+            loop {
+                let now = Instant::now();
+                if now >= scheduled || stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                match self.rx.recv_timeout(scheduled - now) {
+                    Ok(inc) => self.handle(inc),
+                    Err(mpsc::RecvTimeoutError::Timeout) => break,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        std::thread::sleep(scheduled - now)
+                    }
+                }
+            }
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let t0 = Instant::now();
+            self.sched
+                .metrics
+                .loop_jitter
+                .observe(t0.saturating_duration_since(scheduled).as_secs_f64());
+            let now_ms = self.now_ms();
+            if now_ms >= last_scan + scan_every {
+                last_scan = now_ms;
+                self.scan();
+                self.reload_profiles();
+            }
+            self.tick();
+            self.sched
+                .metrics
+                .loop_work
+                .observe(t0.elapsed().as_secs_f64());
+            if last_out.elapsed() >= Duration::from_secs(1) {
+                last_out = Instant::now();
+                self.write_outputs(false, &mut last_trace);
+            }
+            k += 1;
+            // After an overrun, skip the missed ticks instead of bursting.
+            let behind = origin.elapsed().as_nanos() / tick.as_nanos();
+            if behind as u32 >= k {
+                k = behind as u32 + 1;
+            }
+        }
+        self.shutdown(&mut last_trace)
+    }
+
+    fn shutdown(&mut self, last_trace: &mut Instant) -> anyhow::Result<()> {
+        tracing::info!("appflow daemon stopping: releasing preloads, restoring settings");
+        if let Some(s) = self.server.take() {
+            s.shutdown();
+        }
+        self.worker.shutdown();
+        let errors = self.reclaim.restore_all();
+        self.write_outputs(true, last_trace);
+        if errors.is_empty() {
+            tracing::info!("every changed setting restored");
+            Ok(())
+        } else {
+            for e in &errors {
+                tracing::error!(error = %e, "restore failed (the journal stays; the next start retries)");
+            }
+            anyhow::bail!("{} settings could not be restored", errors.len())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgroup_paths_relative_to_the_mount() {
+        assert_eq!(
+            cgroup_relative("/sys/fs/cgroup/memory/appflow-bench/a"),
+            "/appflow-bench/a"
+        );
+        assert_eq!(cgroup_relative("/sys/fs/cgroup/unified/x/"), "/x");
+        assert_eq!(cgroup_relative("/sys/fs/cgroup/memory"), "/");
+        assert_eq!(cgroup_relative("/a/b"), "/a/b");
+    }
+
+    #[test]
+    fn system_sample_reads_this_machine() {
+        let s = sample_domain(&Domain::System, Path::new("/proc"), 5).unwrap();
+        assert!(s.total_bytes > 0 && s.avail_bytes <= s.total_bytes);
+        assert!(s.alloc_counter > 0);
+    }
+}
