@@ -1,10 +1,25 @@
-//! appflow-sim: deterministic phone simulator (under construction).
-pub mod cli {
-    /// Arguments of `appflow sim`.
-    #[derive(clap::Args, Debug)]
-    pub struct SimArgs {}
-    /// Runs `appflow sim`.
-    pub fn run(_a: SimArgs) -> anyhow::Result<()> {
-        anyhow::bail!("appflow sim is not built yet")
-    }
-}
+//! # appflow-sim — the deterministic phone simulator (`appflow sim`)
+//!
+//! A discrete-event model of a phone's memory and storage (SPEC §6) that
+//! runs the same policy code as the daemon (`appflow-core`) at phone scale.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`device`] | device presets (DRAM, zram, swap, storage curve, reclaim costs) and their sources |
+//! | [`catalog`] | the app catalogue (Table 1 GB-scale apps, low-memory and tail apps) and generated launch profiles |
+//! | [`policy`] | the policies by name (android, paralfetch, acclaim, appflow and its ablations) |
+//! | [`engine`] | the kernel model (LRU, kswapd, direct reclaim, zram, swap, killer) and the launch model |
+//! | [`trace`] | the app-usage trace format, its reader and the long-trace generator |
+//! | [`workload`] | the §6.1 scenarios, multitask rounds, trace replay, and the report they produce |
+//! | [`output`] | table / JSON / CSV output, SVG plot and the paper's reported figures |
+//! | [`cli`] | `appflow sim` arguments and entry point |
+
+pub mod catalog;
+pub mod cli;
+pub mod device;
+pub mod engine;
+pub mod output;
+pub mod policy;
+pub mod rng;
+pub mod trace;
+pub mod workload;

@@ -1,0 +1,291 @@
+//! `appflow sim`: arguments and entry point.
+
+use crate::catalog::{self, AppModel};
+use crate::device::{self, DEVICE_NAMES};
+use crate::engine::SimConfig;
+use crate::output;
+use crate::policy::{self, Policy, POLICY_NAMES};
+use crate::trace;
+use crate::workload::{self, Workload, WORKLOAD_NAMES};
+use appflow_core::report::RunReport;
+use appflow_core::{InputError, MIB};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Human-readable table.
+    Table,
+    /// The RunReport JSON contract.
+    Json,
+    /// One CSV row per policy.
+    Csv,
+}
+
+/// Arguments of `appflow sim`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(
+    about = "Deterministic phone simulator: compare memory policies on seed 000's workloads",
+    after_help = "Examples:\n  appflow sim --device pixel8-6gb --workload high --seed 1\n  appflow sim --workload multitask --device pixel7-6gb --compare-paper\n  appflow sim --generate-trace t.csv --days 100 --apps 60 --seed 1\n  appflow sim --device pixel8-8gb --workload trace --trace t.csv --policy android,appflow"
+)]
+pub struct SimArgs {
+    /// Device preset (pixel7-6gb, pixel7-8gb, pixel8-6gb, pixel8-8gb, headunit-4gb).
+    #[arg(long, default_value = "pixel8-6gb")]
+    pub device: String,
+    /// Workload: low, medium, high (§6.1), multitask (§6.3) or trace (needs --trace).
+    #[arg(long, default_value = "high")]
+    pub workload: String,
+    /// Comma-separated policies: android, paralfetch, acclaim, acclaim+paralfetch,
+    /// appflow, appflow-sfp, appflow-amr, appflow-cpk.
+    #[arg(long, default_value = "android,paralfetch,acclaim,acclaim+paralfetch,appflow")]
+    pub policy: String,
+    /// Seed of the run: same seed, same output, byte for byte.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write the output to this file (atomically) instead of stdout.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Also write an SVG plot of the policy comparison to this file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Show the paper's own reported figures beside ours (table and JSON `extra`).
+    #[arg(long)]
+    pub compare_paper: bool,
+    /// Comma-separated GB-scale target apps for low/medium/high (default: the eight of §6.2).
+    #[arg(long, value_delimiter = ',')]
+    pub targets: Vec<String>,
+    /// App-usage trace to replay (CSV or TSV: user,timestamp,app,event; see docs/sim.md).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Generate a synthetic trace into this file and exit (with --days, --apps, --seed).
+    #[arg(long)]
+    pub generate_trace: Option<PathBuf>,
+    /// Days of the generated trace (1-100).
+    #[arg(long, default_value_t = 100)]
+    pub days: u64,
+    /// Apps in the generated trace (at least the 23 GB-scale and low-memory apps; at most the catalogue).
+    #[arg(long, default_value_t = 60)]
+    pub apps: usize,
+    /// Preload budget M_p in MiB (default: the core's 100 MB, seed 000 §4.1).
+    #[arg(long)]
+    pub preload_budget_mb: Option<u64>,
+    /// List devices, policies, workloads and apps, then exit.
+    #[arg(long)]
+    pub list: bool,
+    /// Worker threads for running policies (results are assembled in policy order).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+}
+
+/// Runs `appflow sim`.
+pub fn run(a: SimArgs) -> anyhow::Result<()> {
+    let cat = catalog::catalogue();
+    if a.list {
+        print!("{}", listing(&cat));
+        return Ok(());
+    }
+    if let Some(path) = &a.generate_trace {
+        let (text, st) = trace::generate(&cat, a.days, a.apps, a.seed)?;
+        output::write_atomic(path, &text)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        eprintln!(
+            "wrote {}: {} days, {} switches, {} apps used, {:.1} % of re-opens within 30 min",
+            path.display(),
+            st.days,
+            st.switches,
+            st.apps_used,
+            st.reaccess_30min_share * 100.0
+        );
+        return Ok(());
+    }
+    let report = simulate(&a, &cat)?;
+    let text = match a.format {
+        Format::Table => output::table(&report, a.compare_paper),
+        Format::Json => output::json(&report),
+        Format::Csv => output::csv(&report),
+    };
+    if let Some(p) = &a.plot {
+        let svg = output::plot_svg(&report, a.compare_paper)
+            .map_err(|e| anyhow::anyhow!("plotting: {e}"))?;
+        output::write_atomic(p, &svg).map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?;
+    }
+    match &a.output {
+        Some(p) => output::write_atomic(p, &text)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?,
+        None => print!("{text}"),
+    }
+    Ok(())
+}
+
+fn listing(cat: &[catalog::AppSpec]) -> String {
+    let mut s = String::new();
+    s.push_str(&format!("devices:   {}\n", DEVICE_NAMES.join(", ")));
+    s.push_str(&format!("policies:  {}\n", POLICY_NAMES.join(", ")));
+    s.push_str(&format!("workloads: {}\n", WORKLOAD_NAMES.join(", ")));
+    s.push_str("apps (name, class, anon MiB, file MiB, small files):\n");
+    for a in cat {
+        s.push_str(&format!(
+            "  {:<12} {:<8} {:>5} {:>5} {:>5}\n",
+            a.name,
+            format!("{:?}", a.class),
+            a.anon_mib,
+            a.file_mib,
+            a.small_files
+        ));
+    }
+    s
+}
+
+/// Validates the arguments and runs the simulation (no file is written).
+pub fn simulate(a: &SimArgs, cat: &[catalog::AppSpec]) -> anyhow::Result<RunReport> {
+    let dev = device::device(&a.device)?;
+    let policies = policy::parse_list(&a.policy)?;
+    let mut cfg = SimConfig::with_seed(a.seed);
+    if let Some(mb) = a.preload_budget_mb {
+        let bytes = mb.checked_mul(MIB).unwrap_or(u64::MAX);
+        if bytes >= dev.app_memory_bytes() {
+            return Err(InputError::new(format!(
+                "--preload-budget-mb {mb} is not below the memory apps can use on {} ({} MiB)",
+                dev.name,
+                dev.app_memory_bytes() / MIB
+            ))
+            .into());
+        }
+        cfg.preload.budget_bytes = bytes;
+    }
+    if let Some(p) = &a.plot {
+        if p.extension().and_then(|e| e.to_str()) != Some("svg") {
+            return Err(InputError::new(format!(
+                "--plot {}: the plot is SVG; use a .svg file name",
+                p.display()
+            ))
+            .into());
+        }
+    }
+    let events = match (&a.trace, a.workload.as_str()) {
+        (Some(p), "trace") => Some(trace::TraceReader::open(p, cat)?.events().to_vec()),
+        (Some(_), w) => {
+            return Err(InputError::new(format!(
+                "--trace is only used with --workload trace (got --workload {w})"
+            ))
+            .into())
+        }
+        (None, _) => None,
+    };
+    let models: Vec<AppModel> = cat.iter().map(catalog::model).collect();
+    let w = Workload::resolve(&a.workload, &models, &a.targets, events)?;
+    let results = run_all(&dev, &policies, &cfg, &models, &w, a.threads);
+    let mut extra = BTreeMap::new();
+    extra.insert("device_description".into(), json!(dev.description));
+    extra.insert(
+        "model".into(),
+        json!({
+            "launch_step_ms": crate::engine::STEP_US as f64 / 1000.0,
+            "launch_chunks": catalog::CHUNKS,
+            "preload_budget_bytes": cfg.preload.budget_bytes,
+            "n_alloc_pages": cfg.reclaim.alloc_threshold_pages,
+        }),
+    );
+    extra.insert("definitions".into(), json!(definitions(&w)));
+    let mut report = RunReport {
+        device: dev.name.to_string(),
+        workload: a.workload.clone(),
+        seed: a.seed,
+        results,
+        extra,
+    };
+    if a.compare_paper {
+        let rows: Vec<_> = output::compare(&report)
+            .into_iter()
+            .map(|c| {
+                json!({
+                    "source": c.fig.source,
+                    "metric": c.fig.metric,
+                    "policy": c.fig.policy,
+                    "baseline": c.fig.baseline,
+                    "relative_percent": c.fig.relative,
+                    "paper": c.fig.value,
+                    "ours": c.ours.map(appflow_core::report::round3),
+                    "paper_says": c.fig.text,
+                })
+            })
+            .collect();
+        report.extra.insert("paper_comparison".into(), json!(rows));
+    }
+    Ok(report)
+}
+
+fn definitions(w: &Workload) -> String {
+    match w {
+        Workload::Scenario { .. } => "launches/latency: the target GB-scale cold launches; cold-rel: background apps lost (killed) by the end of each target launch, summed; survivors: background apps alive after each target launch, summed; kills/DR: during the target launches".into(),
+        Workload::Multitask { .. } => "launches/latency/<1s: the second round; cold-rel: second-round launches that found the app killed; survivors: apps alive at their relaunch (of 17); kills/DR: during the second round".into(),
+        Workload::Trace { .. } => "launches: every app switch; latency: cold launches; <1s: all launches; cold-rel: cold launches of apps killed earlier; survivors: background apps alive at the end; kills/DR: whole replay".into(),
+    }
+}
+
+fn run_all(
+    dev: &device::Device,
+    policies: &[Policy],
+    cfg: &SimConfig,
+    models: &[AppModel],
+    w: &Workload,
+    threads: usize,
+) -> Vec<appflow_core::report::PolicyResult> {
+    let total = w.units() * policies.len() as u64;
+    let bar = if std::io::stderr().is_terminal() && total > 50 {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} events ({eta} left)",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let tick = || {
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+    };
+    let n_threads = if threads == 0 {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    } else {
+        threads
+    }
+    .clamp(1, policies.len().max(1));
+    // Policies are independent; results are stored by index, so the output
+    // does not depend on thread timing.
+    let mut slots: Vec<Option<appflow_core::report::PolicyResult>> = vec![None; policies.len()];
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..n_threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if i >= policies.len() {
+                    break;
+                }
+                let o = workload::run_policy(dev, policies[i], cfg, models, w, &tick);
+                let r = workload::policy_result(&policies[i], w, models, &o);
+                done.lock().expect("no panics while holding the lock").push((i, r));
+            });
+        }
+    });
+    for (i, r) in done.into_inner().expect("threads joined") {
+        slots[i] = Some(r);
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    slots.into_iter().map(|r| r.expect("every policy ran")).collect()
+}

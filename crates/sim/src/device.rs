@@ -1,0 +1,200 @@
+//! Device presets: DRAM, system reserve, zram and flash swap, storage
+//! throughput by block size, reclaim costs and the stock lmkd thresholds.
+//!
+//! Every constant says where it comes from. "Calibrated" means: chosen so
+//! that the *stock Android* baseline of this model lands near a stock
+//! measurement of the papers (never an AppFlow result). Sizes are in MiB
+//! internally ("MB" in the papers is read as MiB).
+
+use appflow_core::storage::{CurvePoint, ThroughputCurve};
+use appflow_core::{InputError, KIB, MIB};
+
+/// A simulated device.
+#[derive(Debug, Clone)]
+pub struct Device {
+    /// Preset name.
+    pub name: &'static str,
+    /// What it models.
+    pub description: &'static str,
+    /// Visible DRAM, bytes.
+    pub dram_bytes: u64,
+    /// Memory the kernel and the Android system keep (never reclaimed by the model), bytes.
+    pub reserved_bytes: u64,
+    /// zram disk size (uncompressed bytes it can hold).
+    pub zram_disksize_bytes: u64,
+    /// Compression ratio of zram (uncompressed / compressed).
+    pub zram_ratio: f64,
+    /// Flash swap partition, bytes (used once zram is full).
+    pub swap_bytes: u64,
+    /// Read throughput by I/O block size.
+    pub read_curve: ThroughputCurve,
+    /// Swap write throughput to flash (page-by-page writeback), bytes/s.
+    pub swap_write_bytes_per_sec: f64,
+    /// Multiplier on the apps' CPU time (1.0 = Pixel 8).
+    pub cpu_scale: f64,
+    /// CPU cost of dropping clean file pages, ms per MiB.
+    pub file_drop_ms_per_mib: f64,
+    /// CPU cost of compressing anonymous pages into zram, ms per MiB.
+    pub anon_zram_ms_per_mib: f64,
+    /// CPU cost of decompressing from zram on a fault, ms per MiB.
+    pub zram_decomp_ms_per_mib: f64,
+    /// Zone watermarks (min, low, high), bytes of free memory.
+    pub wmark_min_bytes: u64,
+    /// Low watermark: kswapd wakes below it.
+    pub wmark_low_bytes: u64,
+    /// High watermark: kswapd sleeps above it.
+    pub wmark_high_bytes: u64,
+    /// Threads of a launching app that enter direct reclaim at once.
+    pub direct_reclaim_threads: f64,
+    /// Readahead of the app's own reads of large files, bytes.
+    pub readahead_bytes: u64,
+}
+
+/// Names of all presets, in listing order.
+pub const DEVICE_NAMES: [&str; 5] = [
+    "pixel7-6gb",
+    "pixel7-8gb",
+    "pixel8-6gb",
+    "pixel8-8gb",
+    "headunit-4gb",
+];
+
+/// Phone flash (UFS 3.1 class). Seed 000 Fig. 6 / §4.1: large-block reads
+/// up to 22.8× faster than small-block reads, so 2 MiB = 22.8 × 4 KiB.
+/// The 4 KiB point (70 MB/s, queue depth ~1 random reads) is calibrated so
+/// that stock GB-scale cold launches land near 2 s under load (abstract, §1).
+fn phone_curve(scale: f64) -> ThroughputCurve {
+    let p = |kib: u64, mbps: f64| CurvePoint {
+        block_bytes: kib * KIB,
+        bytes_per_sec: mbps * scale * MIB as f64,
+    };
+    ThroughputCurve::new(vec![
+        p(4, 70.0),
+        p(16, 200.0),
+        p(64, 480.0),
+        p(128, 700.0),
+        p(512, 1200.0),
+        p(2048, 70.0 * 22.8),
+    ])
+    .expect("static curve is valid")
+}
+
+/// Raspberry Pi 4B storage (USB 3 flash / SD class): about 4.5× slower
+/// than phone UFS at every block size, same 22.8× spread (Fig. 6 shape).
+/// Calibrated to the stock in-vehicle cold launch of 4.3 s (§6.6, Fig. 20).
+fn headunit_curve() -> ThroughputCurve {
+    phone_curve(1.0 / 4.5)
+}
+
+/// Builds a phone preset. `dram_gib` is the visible DRAM (§6.1 scales it
+/// to 6 or 8 GB).
+fn phone(name: &'static str, description: &'static str, dram_gib: u64, cpu: f64) -> Device {
+    let dram = dram_gib * 1024 * MIB;
+    Device {
+        name,
+        description,
+        dram_bytes: dram,
+        // Kernel, carve-outs, system_server, SurfaceFlinger, HALs, launcher
+        // and persistent services: about a third of a 6 GB phone.
+        // Calibrated (stock): with it, 15 low-memory + 2 GB-scale apps
+        // overflow DRAM as in §6.1 "high".
+        reserved_bytes: 2048 * MIB + (dram_gib.saturating_sub(6)) * 256 * MIB,
+        // §4.3: zram capacity 25~30 % of DRAM (we take 28 %).
+        zram_disksize_bytes: dram * 28 / 100,
+        // LZ4 on app heaps: about 3:1 (common Android figure; assumption).
+        zram_ratio: 3.0,
+        // §4.3: swap partition 2 GB on Pixel 8; seed 001 §5: 2 GB swap.
+        swap_bytes: 2048 * MIB,
+        read_curve: phone_curve(if name.starts_with("pixel7") { 0.9 } else { 1.0 }),
+        // Seed 001 §3.2 (Fig. 3): reclaim write throughput "below 80 MB/s most of the time".
+        swap_write_bytes_per_sec: 80.0 * MIB as f64,
+        cpu_scale: cpu,
+        // Seed 000 §4.3: anonymous page writes are 5× slower than dropping
+        // file pages; seed 001: kernel reclaim under 150 MB/s, mostly under
+        // 80 MB/s. Anonymous 12.5 ms/MiB (80 MB/s), file 2.5 ms/MiB (400 MB/s):
+        // an even mix gives 133 MB/s (< 150 MB/s).
+        file_drop_ms_per_mib: 2.5,
+        anon_zram_ms_per_mib: 12.5,
+        // LZ4 decompression ~1 GB/s on a big core (assumption).
+        zram_decomp_ms_per_mib: 1.0,
+        // Seed 001 §3.2: watermark_high default 39,340 pages (~154 MB);
+        // low and min at the kernel's usual 5:4:... spacing (assumption).
+        wmark_min_bytes: 77 * MIB,
+        wmark_low_bytes: 116 * MIB,
+        wmark_high_bytes: 154 * MIB,
+        // A launching app allocates from its main, render and loader
+        // threads; two of them reclaim at once (assumption, calibrated).
+        direct_reclaim_threads: 2.0,
+        // Android's default read_ahead_kb is 128.
+        readahead_bytes: 128 * KIB,
+    }
+}
+
+/// Looks up a preset by name; the error lists the valid names.
+pub fn device(name: &str) -> Result<Device, InputError> {
+    let d = match name {
+        // Tensor G2 runs app init ~10 % slower than Tensor G3 (assumption).
+        "pixel7-6gb" => phone(name_static(name), "Google Pixel 7, DRAM scaled to 6 GB (§6.1)", 6, 1.1),
+        "pixel7-8gb" => phone(name_static(name), "Google Pixel 7, DRAM scaled to 8 GB (§6.1)", 8, 1.1),
+        "pixel8-6gb" => phone(name_static(name), "Google Pixel 8, DRAM scaled to 6 GB (§6.1)", 6, 1.0),
+        "pixel8-8gb" => phone(name_static(name), "Google Pixel 8, 8 GB (§6.1)", 8, 1.0),
+        "headunit-4gb" => {
+            let mut d = phone(
+                "headunit-4gb",
+                "In-vehicle head unit: Raspberry Pi 4B class, 4 GB (§6.6)",
+                4,
+                // Cortex-A72 at 1.5 GHz vs Tensor G3: calibrated with the
+                // storage curve to the stock 4.3 s cold launch (§6.6, Fig. 20).
+                2.2,
+            );
+            d.reserved_bytes = 1400 * MIB; // Android Automotive on 4 GB (assumption)
+            d.zram_disksize_bytes = d.dram_bytes / 4; // §4.3 lower bound (25 %)
+            d.swap_bytes = 0; // no flash swap on the head unit (assumption)
+            d.read_curve = headunit_curve();
+            d.swap_write_bytes_per_sec = 20.0 * MIB as f64;
+            d
+        }
+        _ => {
+            return Err(InputError::new(format!(
+                "unknown device {name:?}; valid devices: {}",
+                DEVICE_NAMES.join(", ")
+            )))
+        }
+    };
+    Ok(d)
+}
+
+fn name_static(name: &str) -> &'static str {
+    DEVICE_NAMES
+        .iter()
+        .find(|n| **n == name)
+        .copied()
+        .unwrap_or("custom")
+}
+
+impl Device {
+    /// Memory left for apps, page cache and the zram pool, bytes.
+    pub fn app_memory_bytes(&self) -> u64 {
+        self.dram_bytes - self.reserved_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_exist_and_curve_spread_is_fig6() {
+        for n in DEVICE_NAMES {
+            let d = device(n).unwrap();
+            assert_eq!(d.name, n);
+            assert!(d.reserved_bytes < d.dram_bytes);
+            assert!(d.wmark_min_bytes < d.wmark_low_bytes && d.wmark_low_bytes < d.wmark_high_bytes);
+        }
+        let d = device("pixel8-6gb").unwrap();
+        let s = d.read_curve.speedup(4 * KIB, 2 * MIB);
+        assert!((s - 22.8).abs() < 1e-9, "{s}");
+        let e = device("pixel9").unwrap_err().to_string();
+        assert!(e.contains("pixel8-6gb") && e.contains("pixel9"), "{e}");
+    }
+}

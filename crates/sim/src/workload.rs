@@ -1,0 +1,454 @@
+//! Workloads (seed 000 §6.1-§6.3, §6.6) and the report they produce.
+//!
+//! * `low` / `medium` / `high`: for each target GB-scale app, the device
+//!   is reset (apps killed, caches cleared), the background load is
+//!   launched app by app (each used for 5 s), the user goes home, the load
+//!   settles for 30 s, then the target is cold-launched and measured. Low =
+//!   5 low-memory apps; medium = 15; high = 15 low-memory + the two GB-scale
+//!   apps that follow the target in the §6.2 list.
+//! * `multitask` (§6.3): 15 low-memory apps + TikTok + Snow, each launched
+//!   twice (10 s of use each); the second round is measured.
+//! * `trace`: replay of an app-usage trace, each user on a fresh device.
+
+use crate::catalog::{AppClass, AppModel, GB_SCALE_APPS, LOW_APPS};
+use crate::device::Device;
+use crate::engine::{Counters, LaunchKind, LaunchRecord, Sim, SimConfig};
+use crate::policy::Policy;
+use crate::trace::{EventKind, TraceEvent};
+use appflow_core::report::{round3, AppResult, LatencyStats, PolicyResult, Summary};
+use appflow_core::{InputError, PAGE_BYTES};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// Names of the workloads.
+pub const WORKLOAD_NAMES: [&str; 5] = ["low", "medium", "high", "multitask", "trace"];
+
+/// Background load of the §6.1 scenarios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Load {
+    /// 5 low-memory apps.
+    Low,
+    /// 15 low-memory apps.
+    Medium,
+    /// 15 low-memory apps + 2 GB-scale apps.
+    High,
+}
+
+/// A workload, resolved to app indices.
+#[derive(Debug, Clone)]
+pub enum Workload {
+    /// A §6.1 scenario over these target apps.
+    Scenario {
+        /// The load.
+        load: Load,
+        /// Target app indices.
+        targets: Vec<usize>,
+    },
+    /// §6.3 multitask rounds over these apps (in launch order).
+    Multitask {
+        /// App indices.
+        apps: Vec<usize>,
+    },
+    /// Trace replay.
+    Trace {
+        /// Events, in file order.
+        events: Vec<TraceEvent>,
+    },
+}
+
+/// Seconds an app is used after each scenario launch.
+const SCENARIO_USE_US: u64 = 5_000_000;
+/// Settling time before the target launch (§6.1 "once the load is established").
+const SETTLE_US: u64 = 30_000_000;
+/// Use time of each multitask launch.
+const MULTITASK_USE_US: u64 = 10_000_000;
+
+fn idx(models: &[AppModel], name: &str) -> usize {
+    models
+        .iter()
+        .position(|m| m.spec.name == name)
+        .unwrap_or_else(|| panic!("{name} is in the catalogue"))
+}
+
+impl Workload {
+    /// Resolves a workload name. `targets` restricts the scenario targets
+    /// (default: the eight GB-scale apps of §6.2).
+    pub fn resolve(
+        name: &str,
+        models: &[AppModel],
+        targets: &[String],
+        trace: Option<Vec<TraceEvent>>,
+    ) -> Result<Workload, InputError> {
+        let load = match name {
+            "low" => Some(Load::Low),
+            "medium" => Some(Load::Medium),
+            "high" => Some(Load::High),
+            _ => None,
+        };
+        if let Some(load) = load {
+            let mut t = Vec::new();
+            if targets.is_empty() {
+                t = GB_SCALE_APPS.iter().map(|n| idx(models, n)).collect();
+            } else {
+                for n in targets {
+                    let i = models.iter().position(|m| &m.spec.name == n).ok_or_else(|| {
+                        InputError::new(format!(
+                            "unknown target app {n:?}; valid targets: {}",
+                            GB_SCALE_APPS.join(", ")
+                        ))
+                    })?;
+                    if models[i].spec.class != AppClass::GbScale {
+                        return Err(InputError::new(format!(
+                            "target {n:?} is not a GB-scale app; valid targets: {}",
+                            GB_SCALE_APPS.join(", ")
+                        )));
+                    }
+                    t.push(i);
+                }
+            }
+            return Ok(Workload::Scenario { load, targets: t });
+        }
+        match name {
+            "multitask" => {
+                let mut apps: Vec<usize> = LOW_APPS.iter().map(|n| idx(models, n)).collect();
+                // TikTok and Snow among the low-memory apps (§6.3).
+                apps.insert(5, idx(models, "TikTok"));
+                apps.insert(11, idx(models, "Snow"));
+                Ok(Workload::Multitask { apps })
+            }
+            "trace" => match trace {
+                Some(events) if !events.is_empty() => Ok(Workload::Trace { events }),
+                _ => Err(InputError::new(
+                    "workload trace needs --trace FILE (a CSV/TSV trace, see docs/sim.md)",
+                )),
+            },
+            _ => Err(InputError::new(format!(
+                "unknown workload {name:?}; valid workloads: {}",
+                WORKLOAD_NAMES.join(", ")
+            ))),
+        }
+    }
+
+    /// Units of work (for the progress bar).
+    pub fn units(&self) -> u64 {
+        match self {
+            Workload::Scenario { targets, .. } => targets.len() as u64,
+            Workload::Multitask { apps } => 2 * apps.len() as u64,
+            Workload::Trace { events } => events.len() as u64,
+        }
+    }
+
+    /// Apps the workload uses (the preloader plans over their profiles).
+    pub fn installed(&self, models: &[AppModel]) -> Vec<bool> {
+        let mut v = vec![false; models.len()];
+        match self {
+            Workload::Scenario { load, targets } => {
+                for &t in targets {
+                    v[t] = true;
+                    for b in background(models, *load, t) {
+                        v[b] = true;
+                    }
+                }
+            }
+            Workload::Multitask { apps } => apps.iter().for_each(|&a| v[a] = true),
+            Workload::Trace { events } => {
+                for e in events {
+                    v[idx(models, &e.app)] = true;
+                }
+            }
+        }
+        v
+    }
+}
+
+/// The background apps of a scenario for `target`, in launch order.
+pub fn background(models: &[AppModel], load: Load, target: usize) -> Vec<usize> {
+    let n_low = if load == Load::Low { 5 } else { 15 };
+    let mut v: Vec<usize> = LOW_APPS[..n_low].iter().map(|n| idx(models, n)).collect();
+    if load == Load::High {
+        let tname = &models[target].spec.name;
+        let p = GB_SCALE_APPS.iter().position(|n| n == tname).unwrap_or(0);
+        for d in 1..=2 {
+            v.push(idx(models, GB_SCALE_APPS[(p + d) % GB_SCALE_APPS.len()]));
+        }
+    }
+    v
+}
+
+/// What one policy's run produced.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The measured launches (targets, second multitask round, or all trace launches).
+    pub measured: Vec<LaunchRecord>,
+    /// Counters over the whole run.
+    pub counters: Counters,
+    /// Direct reclaims during the measured launches.
+    pub measured_direct_reclaims: u64,
+    /// Kills during the measured launches.
+    pub measured_kills: u64,
+    /// Background apps alive after each measured unit (scenario) or at the end.
+    pub survivors: u64,
+    /// Apps killed and not relaunched by the end (scenarios: lost background apps).
+    pub lost_background: u64,
+    /// Simulated days (trace).
+    pub days: f64,
+    /// Chosen cutoffs (SFP), app → cutoff bytes.
+    pub cutoffs: BTreeMap<String, u64>,
+    /// Internal check failures (accounting), if any.
+    pub check_errors: Vec<String>,
+}
+
+/// Runs one policy over a workload. `tick` is called after each unit.
+pub fn run_policy(
+    dev: &Device,
+    pol: Policy,
+    cfg: &SimConfig,
+    models: &[AppModel],
+    w: &Workload,
+    tick: &(dyn Fn() + Sync),
+) -> Outcome {
+    let installed = w.installed(models);
+    let mut sim = Sim::new(dev, pol, cfg, models, &installed);
+    let mut out = Outcome {
+        measured: Vec::new(),
+        counters: Counters::default(),
+        measured_direct_reclaims: 0,
+        measured_kills: 0,
+        survivors: 0,
+        lost_background: 0,
+        days: 0.0,
+        cutoffs: BTreeMap::new(),
+        check_errors: Vec::new(),
+    };
+    if let Some(plan) = sim.sfp_plan() {
+        for a in &plan.apps {
+            out.cutoffs.insert(a.app.clone(), a.chosen.cutoff_bytes);
+        }
+    }
+    let check = |sim: &Sim, out: &mut Outcome| {
+        if let Err(e) = sim.check_accounting() {
+            if out.check_errors.len() < 5 {
+                out.check_errors.push(e);
+            }
+        }
+    };
+    match w {
+        Workload::Scenario { load, targets } => {
+            for &t in targets {
+                sim.reset();
+                // Preloading (if any) refills during the first idle period.
+                sim.idle(1_000_000);
+                let bg = background(models, *load, t);
+                for &b in &bg {
+                    sim.launch(b);
+                    sim.idle(SCENARIO_USE_US);
+                }
+                sim.go_home();
+                sim.idle(SETTLE_US);
+                let (dr, k) = (sim.counters.direct_reclaims, sim.counters.kills);
+                let rec = sim.launch(t);
+                out.measured_direct_reclaims += sim.counters.direct_reclaims - dr;
+                out.measured_kills += sim.counters.kills - k;
+                out.measured.push(rec);
+                let alive = bg.iter().filter(|&&b| sim.alive(b)).count() as u64;
+                out.survivors += alive;
+                out.lost_background += bg.len() as u64 - alive;
+                check(&sim, &mut out);
+                tick();
+            }
+        }
+        Workload::Multitask { apps } => {
+            sim.reset();
+            sim.idle(1_000_000);
+            for round in 0..2 {
+                for &a in apps {
+                    let (dr, k) = (sim.counters.direct_reclaims, sim.counters.kills);
+                    let rec = sim.launch(a);
+                    if round == 1 {
+                        out.measured_direct_reclaims += sim.counters.direct_reclaims - dr;
+                        out.measured_kills += sim.counters.kills - k;
+                        out.measured.push(rec);
+                    }
+                    sim.idle(MULTITASK_USE_US);
+                    check(&sim, &mut out);
+                    tick();
+                }
+            }
+            // Survivors: apps whose process was still alive when relaunched.
+            out.survivors = out
+                .measured
+                .iter()
+                .filter(|r| r.kind != LaunchKind::Cold)
+                .count() as u64;
+            out.lost_background = apps.len() as u64 - out.survivors;
+        }
+        Workload::Trace { events } => {
+            let mut users: Vec<&str> = Vec::new();
+            for e in events {
+                if !users.contains(&e.user.as_str()) {
+                    users.push(&e.user);
+                }
+            }
+            let mut span_ms = 0u64;
+            for u in users {
+                let evs: Vec<&TraceEvent> = events.iter().filter(|e| e.user == u).collect();
+                sim.reset();
+                let t0 = evs[0].ts_ms;
+                span_ms += evs[evs.len() - 1].ts_ms - t0;
+                let base = sim.now_us();
+                for e in evs {
+                    let at = base + (e.ts_ms - t0) * 1000;
+                    if at > sim.now_us() {
+                        sim.idle(at - sim.now_us());
+                    }
+                    let a = idx(models, &e.app);
+                    match e.kind {
+                        EventKind::Open => {
+                            if !(sim.alive(a) && sim.foreground() == Some(a)) {
+                                let rec = sim.launch(a);
+                                out.measured.push(rec);
+                            }
+                        }
+                        EventKind::Close => sim.go_home(),
+                    }
+                    tick();
+                }
+                out.survivors += sim.alive_background();
+                check(&sim, &mut out);
+            }
+            out.measured_direct_reclaims = sim.counters.direct_reclaims;
+            out.measured_kills = sim.counters.kills;
+            out.days = span_ms as f64 / 86_400_000.0;
+        }
+    }
+    out.counters = sim.counters.clone();
+    out
+}
+
+/// Builds the contract's per-policy result from an outcome.
+pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcome) -> PolicyResult {
+    let c = &o.counters;
+    let cold: Vec<f64> = o
+        .measured
+        .iter()
+        .filter(|r| r.kind == LaunchKind::Cold)
+        .map(|r| r.latency_ms)
+        .collect();
+    let all: Vec<f64> = o.measured.iter().map(|r| r.latency_ms).collect();
+    let under = if all.is_empty() {
+        0.0
+    } else {
+        all.iter().filter(|&&x| x < 1000.0).count() as f64 / all.len() as f64
+    };
+    let evicted = c.evicted_file_pages + c.evicted_anon_pages;
+    let refault = if evicted > 0 {
+        (c.refault_file_pages + c.refault_anon_pages) as f64 / evicted as f64
+    } else {
+        0.0
+    };
+    let cold_relaunches = match w {
+        Workload::Scenario { .. } => o.lost_background,
+        _ => o.measured.iter().filter(|r| r.relaunch_after_kill).count() as u64,
+    };
+    let summary = Summary {
+        launches: o.measured.len() as u64,
+        cold_launch_ms: LatencyStats::from_samples(&cold),
+        under_1s_share: round3(under),
+        cold_relaunches,
+        survivors: o.survivors,
+        kills: o.measured_kills,
+        direct_reclaims: o.measured_direct_reclaims,
+        refault_ratio: round3(refault),
+        preload_bytes_peak: c.preload_peak_pages * PAGE_BYTES,
+    };
+    // Per app, in catalogue order.
+    let mut apps = Vec::new();
+    for (i, m) in models.iter().enumerate() {
+        let recs: Vec<&LaunchRecord> = o.measured.iter().filter(|r| r.app == i).collect();
+        if recs.is_empty() {
+            continue;
+        }
+        let cold: Vec<f64> = recs
+            .iter()
+            .filter(|r| r.kind == LaunchKind::Cold)
+            .map(|r| r.latency_ms)
+            .collect();
+        apps.push(AppResult {
+            app: m.spec.name.clone(),
+            launches: recs.len() as u64,
+            cold_launch_ms: LatencyStats::from_samples(&cold),
+        });
+    }
+    let mut extra: BTreeMap<String, Value> = BTreeMap::new();
+    let mean_all = if all.is_empty() {
+        0.0
+    } else {
+        all.iter().sum::<f64>() / all.len() as f64
+    };
+    extra.insert("launch_ms_mean_all".into(), json!(round3(mean_all)));
+    let kinds = |k: LaunchKind| o.measured.iter().filter(|r| r.kind == k).count();
+    extra.insert(
+        "launch_kinds".into(),
+        json!({"cold": kinds(LaunchKind::Cold), "warm": kinds(LaunchKind::Warm), "hot": kinds(LaunchKind::Hot)}),
+    );
+    extra.insert("direct_reclaims_total".into(), json!(c.direct_reclaims));
+    extra.insert("kills_total".into(), json!(c.kills));
+    extra.insert(
+        "direct_reclaim_stall_ms_total".into(),
+        json!(round3(c.direct_reclaim_ms)),
+    );
+    extra.insert(
+        "preload_read_mib".into(),
+        json!(round3(c.preload_read_pages as f64 * PAGE_BYTES as f64 / 1048576.0)),
+    );
+    extra.insert("amr_mode_switches".into(), json!(c.amr_switches));
+    extra.insert("stuck_launches".into(), json!(c.stuck_launches));
+    if !o.cutoffs.is_empty() {
+        extra.insert("sfp_cutoff_bytes".into(), json!(o.cutoffs));
+    }
+    if !o.check_errors.is_empty() {
+        extra.insert("accounting_errors".into(), json!(o.check_errors));
+    }
+    match w {
+        Workload::Scenario { load, .. } => {
+            let n = match load {
+                Load::Low => 5,
+                Load::Medium => 15,
+                Load::High => 17,
+            };
+            extra.insert("background_apps_per_target".into(), json!(n));
+        }
+        Workload::Multitask { apps } => {
+            let relaunch = if all.is_empty() { 0.0 } else { mean_all };
+            extra.insert("relaunch_ms_mean".into(), json!(round3(relaunch)));
+            extra.insert("apps".into(), json!(apps.len()));
+        }
+        Workload::Trace { .. } => {
+            let days = o.days.max(1.0 / 24.0);
+            extra.insert("days".into(), json!(round3(o.days)));
+            extra.insert(
+                "cold_relaunches_per_day".into(),
+                json!(round3(cold_relaunches as f64 / days)),
+            );
+            let gb = o
+                .measured
+                .iter()
+                .filter(|r| r.relaunch_after_kill && models[r.app].spec.class == AppClass::GbScale)
+                .count();
+            extra.insert("gb_scale_cold_relaunches".into(), json!(gb));
+            let gb_cold = o
+                .measured
+                .iter()
+                .filter(|r| r.kind == LaunchKind::Cold && models[r.app].spec.class == AppClass::GbScale)
+                .count();
+            extra.insert("gb_scale_cold_launches".into(), json!(gb_cold));
+        }
+    }
+    let _ = pol;
+    PolicyResult {
+        policy: pol.name.to_string(),
+        summary,
+        apps,
+        extra,
+    }
+}
