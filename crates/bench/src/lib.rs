@@ -23,3 +23,7 @@ pub mod live;
 pub mod policy;
 pub mod spec;
 pub mod synth;
+pub mod counters;
+pub mod plot;
+pub mod report;
+pub mod run;

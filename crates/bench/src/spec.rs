@@ -190,6 +190,8 @@ pub struct AppSpec {
     pub body: AppBody,
     /// The file it came from (for messages).
     pub file: PathBuf,
+    /// The spec text (handed to the app process).
+    pub text: String,
 }
 
 impl AppSpec {
@@ -243,6 +245,7 @@ impl AppSpec {
             class: raw.class,
             body,
             file: file.to_path_buf(),
+            text: text.to_string(),
         })
     }
 

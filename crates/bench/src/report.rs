@@ -1,0 +1,373 @@
+//! Turning measurements into the core's JSON contract
+//! (`appflow_core::report::RunReport`, with `oracle` as a policy row) and a
+//! table. Pure: no I/O.
+
+use crate::counters::Delta;
+use crate::policy::Policy;
+use crate::run::{LaunchKind, Measurement, Scenario};
+use appflow_core::report::{AppResult, LatencyStats, PolicyResult, RunReport, Summary};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+fn median_u64(mut v: Vec<u64>) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    v[(v.len() - 1) / 2]
+}
+
+/// The latencies that count for a scenario's summary: the target's cold
+/// launches (low/medium/high), the round-2 cold relaunches (multitask), the
+/// cold launches (trace); always the oracle launches for `oracle`.
+fn counted(m: &Measurement, scenario: Scenario) -> Vec<f64> {
+    m.launches
+        .iter()
+        .filter(|l| l.ready)
+        .filter(|l| match (scenario, l.kind) {
+            (_, LaunchKind::Oracle) => true,
+            (Scenario::Multitask, k) => k == LaunchKind::ColdRelaunch,
+            (_, k) => k == LaunchKind::Cold || k == LaunchKind::ColdRelaunch,
+        })
+        .map(|l| l.ms)
+        .collect()
+}
+
+/// Builds the report of one scenario. `policies` gives the row order;
+/// `skipped` lists policies that could not run, with why.
+pub fn build(
+    device: &str,
+    scenario: Scenario,
+    policies: &[Policy],
+    ms: &[Measurement],
+    skipped: &BTreeMap<String, String>,
+    run_extra: BTreeMap<String, serde_json::Value>,
+) -> RunReport {
+    let mut results = Vec::new();
+    for &p in policies {
+        if skipped.contains_key(p.name()) {
+            continue;
+        }
+        let mine: Vec<&Measurement> = ms.iter().filter(|m| m.policy == p).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let ok: Vec<&&Measurement> = mine.iter().filter(|m| m.error.is_none()).collect();
+        let samples: Vec<f64> = ok.iter().flat_map(|m| counted(m, scenario)).collect();
+        let all: Vec<&crate::run::LaunchRecord> = ok.iter().flat_map(|m| &m.launches).collect();
+        let under_1s = if samples.is_empty() {
+            0.0
+        } else {
+            samples.iter().filter(|&&x| x < 1000.0).count() as f64 / samples.len() as f64
+        };
+        let mut total = Delta::default();
+        for m in &ok {
+            total.add(&m.delta);
+        }
+        let n = ok.len().max(1) as u64;
+        let cold_relaunches = median_u64(
+            ok.iter()
+                .map(|m| {
+                    m.launches
+                        .iter()
+                        .filter(|l| l.kind == LaunchKind::ColdRelaunch)
+                        .count() as u64
+                })
+                .collect(),
+        );
+        let mut per_app: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        for m in &ok {
+            for l in m.launches.iter().filter(|l| l.ready) {
+                if l.kind != LaunchKind::Switch || scenario == Scenario::Multitask {
+                    per_app.entry(l.app.as_str()).or_default().push(l.ms);
+                }
+            }
+        }
+        let apps = per_app
+            .iter()
+            .map(|(a, v)| AppResult {
+                app: a.to_string(),
+                launches: v.len() as u64,
+                cold_launch_ms: LatencyStats::from_samples(v),
+            })
+            .collect();
+        let switches: Vec<f64> = all
+            .iter()
+            .filter(|l| l.ready && l.kind == LaunchKind::Switch)
+            .map(|l| l.ms)
+            .collect();
+        let relaunch_all: Vec<f64> = all.iter().filter(|l| l.ready).map(|l| l.ms).collect();
+        let mut extra = BTreeMap::new();
+        extra.insert("repetitions".into(), json!(ok.len()));
+        extra.insert(
+            "failed_sessions".into(),
+            json!(mine
+                .iter()
+                .filter_map(|m| m.error.as_ref().map(|e| json!({"rep": m.rep, "error": e})))
+                .collect::<Vec<_>>()),
+        );
+        extra.insert(
+            "timeouts".into(),
+            json!(all.iter().filter(|l| l.timed_out).count()),
+        );
+        extra.insert(
+            "died_before_ready".into(),
+            json!(all.iter().filter(|l| l.died.is_some()).count()),
+        );
+        extra.insert(
+            "foreground_killed".into(),
+            json!(ok.iter().filter(|m| m.foreground_killed).count()),
+        );
+        extra.insert(
+            "kernel_counters_per_session".into(),
+            json!({
+                "pgscan_anon": total.pgscan_anon / n,
+                "pgscan_file": total.pgscan_file / n,
+                "pgsteal_anon": total.pgsteal_anon / n,
+                "pgsteal_file": total.pgsteal_file / n,
+                "pgscan_kswapd": total.pgscan_kswapd / n,
+                "pgscan_direct": total.pgscan_direct / n,
+                "pswpin": total.pswpin / n,
+                "pswpout": total.pswpout / n,
+                "refault_anon": total.refault_anon / n,
+                "refault_file": total.refault_file / n,
+                "allocstalls_global": total.allocstalls / n,
+                "memcg_limit_hits": total.limit_hits / n,
+                "oom_kills": total.oom_kills / n,
+                "pgmajfault": total.pgmajfault / n,
+                "read_bytes": total.read_bytes / n,
+                "read_ios": total.read_ios / n,
+            }),
+        );
+        extra.insert(
+            "zram_orig_bytes_max".into(),
+            json!(ok.iter().map(|m| m.zram.0).max().unwrap_or(0)),
+        );
+        extra.insert(
+            "zram_pool_bytes_max".into(),
+            json!(ok.iter().map(|m| m.zram.1).max().unwrap_or(0)),
+        );
+        if !switches.is_empty() {
+            extra.insert(
+                "switch_ms".into(),
+                json!(LatencyStats::from_samples(&switches)),
+            );
+        }
+        if scenario == Scenario::Multitask {
+            extra.insert(
+                "relaunch_ms_all".into(),
+                json!(LatencyStats::from_samples(&relaunch_all)),
+            );
+        }
+        let load: Vec<f64> = ok
+            .iter()
+            .flat_map(|m| &m.load_launches)
+            .filter(|l| l.ready)
+            .map(|l| l.ms)
+            .collect();
+        if !load.is_empty() {
+            extra.insert(
+                "load_launch_ms".into(),
+                json!(LatencyStats::from_samples(&load)),
+            );
+        }
+        results.push(PolicyResult {
+            policy: p.name().to_string(),
+            summary: Summary {
+                launches: samples.len() as u64,
+                cold_launch_ms: LatencyStats::from_samples(&samples),
+                under_1s_share: appflow_core::report::round3(under_1s),
+                cold_relaunches,
+                survivors: median_u64(ok.iter().map(|m| m.survivors).collect()),
+                kills: median_u64(ok.iter().map(|m| m.killed.len() as u64).collect()),
+                direct_reclaims: total.limit_hits / n,
+                refault_ratio: appflow_core::report::round3(total.refault_ratio()),
+                preload_bytes_peak: ok.iter().map(|m| m.preload_peak_bytes).max().unwrap_or(0),
+            },
+            apps,
+            extra,
+        });
+    }
+    // Ratios within the run.
+    let p50 = |name: &str| {
+        results
+            .iter()
+            .find(|r| r.policy == name)
+            .map(|r| r.summary.cold_launch_ms.p50)
+            .filter(|&x| x > 0.0)
+    };
+    let (stock, oracle) = (p50("stock"), p50("oracle"));
+    for r in &mut results {
+        let me = r.summary.cold_launch_ms.p50;
+        if let Some(s) = stock {
+            r.extra.insert(
+                "p50_ratio_to_stock".into(),
+                json!(appflow_core::report::round3(me / s)),
+            );
+        }
+        if let Some(o) = oracle {
+            r.extra.insert(
+                "p50_ratio_to_oracle".into(),
+                json!(appflow_core::report::round3(me / o)),
+            );
+        }
+    }
+    let mut extra = run_extra;
+    if !skipped.is_empty() {
+        extra.insert("skipped_policies".into(), json!(skipped));
+    }
+    RunReport {
+        device: device.to_string(),
+        workload: scenario.name().to_string(),
+        seed: 0,
+        results,
+        extra,
+    }
+}
+
+/// A text table of a report.
+pub fn table(r: &RunReport) -> String {
+    let mut s = format!(
+        "scenario {} on {}: cold launch of the measured app(s), ms\n",
+        r.workload, r.device
+    );
+    s.push_str(&format!(
+        "{:<12} {:>4} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6} {:>6} {:>7} {:>9} {:>9}\n",
+        "policy",
+        "n",
+        "p50",
+        "p90",
+        "mean",
+        "xstock",
+        "xoracle",
+        "kills",
+        "alive",
+        "tmout",
+        "swapout",
+        "preload"
+    ));
+    for p in &r.results {
+        let x = |k: &str| {
+            p.extra
+                .get(k)
+                .and_then(|v| v.as_f64())
+                .map(|v| format!("{v:.2}"))
+                .unwrap_or_else(|| "-".into())
+        };
+        let swapout = p
+            .extra
+            .get("kernel_counters_per_session")
+            .and_then(|c| c.get("pswpout"))
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0)
+            * 4096;
+        s.push_str(&format!(
+            "{:<12} {:>4} {:>9.1} {:>9.1} {:>9.1} {:>8} {:>8} {:>6} {:>6} {:>7} {:>8.1}M {:>8.1}M\n",
+            p.policy,
+            p.summary.launches,
+            p.summary.cold_launch_ms.p50,
+            p.summary.cold_launch_ms.p90,
+            p.summary.cold_launch_ms.mean,
+            x("p50_ratio_to_stock"),
+            x("p50_ratio_to_oracle"),
+            p.summary.kills,
+            p.summary.survivors,
+            p.extra.get("timeouts").and_then(|v| v.as_u64()).unwrap_or(0),
+            swapout as f64 / 1048576.0,
+            p.summary.preload_bytes_peak as f64 / 1048576.0,
+        ));
+    }
+    if let Some(sk) = r.extra.get("skipped_policies").and_then(|v| v.as_object()) {
+        for (k, v) in sk {
+            s.push_str(&format!("{k:<12} skipped: {}\n", v.as_str().unwrap_or("")));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::LaunchRecord;
+
+    fn rec(app: &str, ms: f64, kind: LaunchKind) -> LaunchRecord {
+        LaunchRecord {
+            app: app.into(),
+            ms,
+            kind,
+            ready: true,
+            timed_out: false,
+            died: None,
+        }
+    }
+
+    fn m(p: Policy, rep: u32, ms: f64, kind: LaunchKind) -> Measurement {
+        Measurement {
+            policy: p,
+            rep,
+            launches: vec![rec("llm", ms, kind)],
+            load_launches: vec![rec("chat", 10.0, LaunchKind::Cold)],
+            delta: Delta::default(),
+            killed: vec!["chat".into()],
+            foreground_killed: false,
+            survivors: 4,
+            preload_peak_bytes: 7,
+            zram: (1, 2),
+            timeline: vec![],
+            error: None,
+        }
+    }
+
+    #[test]
+    fn report_has_oracle_row_ratios_and_stats() {
+        let ms = vec![
+            m(Policy::Stock, 0, 2000.0, LaunchKind::Cold),
+            m(Policy::Oracle, 0, 500.0, LaunchKind::Oracle),
+            m(Policy::Stock, 1, 3000.0, LaunchKind::Cold),
+            m(Policy::Oracle, 1, 600.0, LaunchKind::Oracle),
+        ];
+        let mut skipped = BTreeMap::new();
+        skipped.insert("appflow".to_string(), "daemon missing".to_string());
+        let r = build(
+            "phone-6gb",
+            Scenario::High,
+            &[Policy::Stock, Policy::Appflow, Policy::Oracle],
+            &ms,
+            &skipped,
+            BTreeMap::new(),
+        );
+        assert_eq!(r.results.len(), 2);
+        let stock = &r.results[0];
+        assert_eq!(stock.summary.launches, 2);
+        assert_eq!(stock.summary.cold_launch_ms.p50, 2000.0);
+        assert_eq!(stock.summary.cold_launch_ms.mean, 2500.0);
+        assert_eq!(stock.summary.kills, 1);
+        assert_eq!(stock.summary.under_1s_share, 0.0);
+        assert_eq!(stock.extra["p50_ratio_to_oracle"], json!(4.0));
+        assert_eq!(r.results[1].policy, "oracle");
+        assert_eq!(r.results[1].summary.under_1s_share, 1.0);
+        let t = table(&r);
+        assert!(t.contains("oracle") && t.contains("skipped: daemon missing"), "{t}");
+        let v = serde_json::to_value(&r).unwrap();
+        assert!(v["extra"]["skipped_policies"]["appflow"].is_string());
+    }
+
+    #[test]
+    fn multitask_counts_cold_relaunches_only() {
+        let mut a = m(Policy::Stock, 0, 900.0, LaunchKind::ColdRelaunch);
+        a.launches.push(rec("chat", 50.0, LaunchKind::Switch));
+        let r = build(
+            "d",
+            Scenario::Multitask,
+            &[Policy::Stock],
+            &[a],
+            &BTreeMap::new(),
+            BTreeMap::new(),
+        );
+        let s = &r.results[0];
+        assert_eq!(s.summary.launches, 1);
+        assert_eq!(s.summary.cold_relaunches, 1);
+        assert!(s.extra.contains_key("switch_ms"));
+        assert!(s.extra.contains_key("relaunch_ms_all"));
+    }
+}

@@ -1,0 +1,854 @@
+//! The experiment engine: one *session* is one policy in one repetition of
+//! one scenario, from a clean domain (every app stopped, the apps' files
+//! dropped from the page cache) to its end (daemon stopped, apps stopped).
+//!
+//! Cold launches are made cold by `posix_fadvise(POSIX_FADV_DONTNEED)` on
+//! every file of every app in the loop file system at the start of each
+//! session (scoped to the testbed's files; the machine's other caches are
+//! untouched; pages a process still maps or locks stay, as on a phone).
+//! The daemon, when the policy has one, starts after that drop, so its
+//! before-launch preloading is part of what is measured; the preload
+//! worker is throttled and charged inside the domain like the apps.
+
+use crate::counters::{self, Delta};
+use crate::launch::{Outcome, Proc, Readiness};
+use crate::live::{check_interrupted, sleep_checked, Domain, Leaf};
+use crate::policy::{Daemon, DaemonSetup, Policy};
+use crate::spec::{AppBody, AppClass, AppSpec, Ready};
+use crate::synth::{self, Layout};
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// oom_score_adj of the foreground app (Android FOREGROUND_APP_ADJ).
+pub const FOREGROUND_ADJ: i32 = 0;
+/// oom_score_adj of background apps (Android CACHED_APP_MIN_ADJ), so the
+/// stock kernel's OOM killer picks background apps like lmkd would.
+pub const BACKGROUND_ADJ: i32 = 900;
+
+/// A scenario (seed 000 §6.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scenario {
+    /// Target cold launch with 5 small apps in the background.
+    Low,
+    /// ... with up to 15 small apps.
+    Medium,
+    /// ... with up to 15 small apps and 2 GB-scale apps.
+    High,
+    /// Every app launched twice; relaunches, cold relaunches, survivors.
+    Multitask,
+    /// Replay of an app-switch trace, compressed in time.
+    Trace,
+}
+
+impl Scenario {
+    /// Name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Low => "low",
+            Scenario::Medium => "medium",
+            Scenario::High => "high",
+            Scenario::Multitask => "multitask",
+            Scenario::Trace => "trace",
+        }
+    }
+    /// Parses a name.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Scenario::Low,
+            Scenario::Medium,
+            Scenario::High,
+            Scenario::Multitask,
+            Scenario::Trace,
+        ]
+        .into_iter()
+        .find(|x| x.name() == s)
+    }
+}
+
+/// One app of the bed.
+pub struct App {
+    /// Its spec.
+    pub spec: AppSpec,
+    /// Its layout (synthetic apps).
+    pub layout: Option<Layout>,
+    /// The resolved spec file the app process reads (synthetic apps).
+    pub spec_file: PathBuf,
+    /// Its leaf cgroups.
+    pub leaf: Leaf,
+}
+
+impl App {
+    /// Name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+    /// The command line.
+    pub fn argv(&self, binary: &Path, scale: f64, root: &Path) -> Vec<String> {
+        match &self.spec.body {
+            AppBody::Synthetic(_) => vec![
+                binary.to_string_lossy().to_string(),
+                "bench-app".into(),
+                "--spec".into(),
+                self.spec_file.to_string_lossy().to_string(),
+                "--root".into(),
+                root.to_string_lossy().to_string(),
+                "--scale".into(),
+                scale.to_string(),
+            ],
+            AppBody::Command(c) => c.argv.clone(),
+        }
+    }
+    /// How its readiness is seen.
+    pub fn readiness(&self) -> Readiness {
+        match &self.spec.body {
+            AppBody::Synthetic(_) => Readiness::Line(
+                regex::Regex::new(&format!("^{}$", synth::READY_LINE)).expect("static regex"),
+            ),
+            AppBody::Command(c) => match c.ready {
+                Ready::Exit => Readiness::Exit,
+                Ready::Stdout => {
+                    Readiness::Line(regex::Regex::new(&c.ready_regex).expect("validated regex"))
+                }
+                Ready::File => Readiness::File(c.ready_file.clone().into()),
+            },
+        }
+    }
+    /// Its launch timeout.
+    pub fn timeout(&self, default: Duration) -> Duration {
+        match &self.spec.body {
+            AppBody::Synthetic(_) => default,
+            AppBody::Command(c) => Duration::from_millis(c.timeout_ms),
+        }
+    }
+    /// Files of the app the testbed knows (synthetic apps).
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.layout.as_ref().map(|l| l.paths()).unwrap_or_default()
+    }
+}
+
+/// The testbed: the domain, the apps, the daemon setup.
+pub struct Bed {
+    /// The domain.
+    pub domain: Domain,
+    /// Apps in spec order.
+    pub apps: Vec<App>,
+    /// The `appflow` binary (for `bench-app` and `daemon`).
+    pub binary: PathBuf,
+    /// Logs of app processes and daemons.
+    pub log_dir: PathBuf,
+    /// Daemon configs, socket, state.
+    pub daemon: DaemonSetup,
+    /// Default launch timeout of synthetic apps.
+    pub launch_timeout: Duration,
+    /// Wait after the background load is launched, before the target.
+    pub settle: Duration,
+}
+
+impl Bed {
+    /// The app named `name`.
+    pub fn app(&self, name: &str) -> Result<&App> {
+        self.apps
+            .iter()
+            .find(|a| a.name() == name)
+            .with_context(|| format!("no app named {name:?}"))
+    }
+
+    /// Drops every app file from the page cache (see the module docs).
+    pub fn drop_app_caches(&self) {
+        for a in &self.apps {
+            for p in a.paths() {
+                let _ = synth::drop_file_cache(&p);
+            }
+        }
+    }
+
+    fn sample(&self) -> counters::Sample {
+        counters::sample(
+            &self.domain.roots.proc_root,
+            &self.domain.roots.mem_root(),
+            &self.domain.roots.blkio_root(),
+            &self.domain.loop_majmin,
+        )
+    }
+}
+
+/// What kind of launch it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaunchKind {
+    /// First launch of the app in the session.
+    Cold,
+    /// The app had been running in this session and was killed.
+    ColdRelaunch,
+    /// The app was alive: a switch to it (warm or hot).
+    Switch,
+    /// Oracle: files cached, nothing else running.
+    Oracle,
+}
+
+/// One launch.
+#[derive(Debug, Clone, Serialize)]
+pub struct LaunchRecord {
+    /// App.
+    pub app: String,
+    /// Exec (or switch request) to readiness, ms (to the timeout when timed out).
+    pub ms: f64,
+    /// Kind.
+    pub kind: LaunchKind,
+    /// Reached readiness.
+    pub ready: bool,
+    /// Timed out.
+    pub timed_out: bool,
+    /// Died before readiness (how), if so.
+    pub died: Option<String>,
+}
+
+/// One timeline point (sampled every 50 ms during a target launch).
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelinePoint {
+    /// ms since the launch started.
+    pub t_ms: f64,
+    /// Domain memory.usage_in_bytes.
+    pub usage_bytes: u64,
+    /// Page cache in the domain.
+    pub cache_bytes: u64,
+    /// Anonymous memory in the domain.
+    pub rss_bytes: u64,
+    /// Swapped-out bytes of the domain.
+    pub swap_bytes: u64,
+    /// Bytes read from storage by the domain since the launch started.
+    pub read_bytes: u64,
+    /// The domain's swappiness (0 while the daemon is in efficiency-first mode).
+    pub swappiness: u64,
+    /// The daemon's reclaim mode when its status says it.
+    pub mode: Option<String>,
+}
+
+/// One session's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measurement {
+    /// Policy.
+    pub policy: Policy,
+    /// Repetition.
+    pub rep: u32,
+    /// The measured launches (the target's cold launch; multitask round 2; trace launches).
+    pub launches: Vec<LaunchRecord>,
+    /// Launches that built the background load.
+    pub load_launches: Vec<LaunchRecord>,
+    /// Kernel counter deltas over the session.
+    pub delta: Delta,
+    /// Apps killed by someone other than the testbed (daemon or kernel OOM killer).
+    pub killed: Vec<String>,
+    /// The foreground app was killed at some point.
+    pub foreground_killed: bool,
+    /// Background apps alive at the end of the load (multitask: end of round 1).
+    pub survivors: u64,
+    /// Peak resident bytes of files of apps not launched yet in the session
+    /// (what the preloader holds; measured with mincore).
+    pub preload_peak_bytes: u64,
+    /// zram: (original bytes, compressed pool bytes) at the end of the load.
+    pub zram: (u64, u64),
+    /// Timeline of one target launch.
+    pub timeline: Vec<TimelinePoint>,
+    /// Why the session did not run, if it did not.
+    pub error: Option<String>,
+}
+
+/// A session: one policy, one repetition.
+pub struct Session<'a> {
+    bed: &'a mut Bed,
+    procs: BTreeMap<String, Proc>,
+    daemon: Option<Daemon>,
+    daemon_res: Option<crate::domain::Resource>,
+    ever: BTreeSet<String>,
+    fg: Option<String>,
+    counted: BTreeSet<u32>,
+    killed: Vec<String>,
+    fg_killed: bool,
+    preload_peak: u64,
+    start: counters::Sample,
+}
+
+impl<'a> Session<'a> {
+    /// Cleans the domain and starts the policy's daemon.
+    pub fn begin(bed: &'a mut Bed, policy: Policy, label: &str) -> Result<Self> {
+        check_interrupted()?;
+        bed.drop_app_caches();
+        let start = bed.sample();
+        let mut s = Session {
+            bed,
+            procs: BTreeMap::new(),
+            daemon: None,
+            daemon_res: None,
+            ever: BTreeSet::new(),
+            fg: None,
+            counted: BTreeSet::new(),
+            killed: Vec::new(),
+            fg_killed: false,
+            preload_peak: 0,
+            start,
+        };
+        if policy.needs_daemon() {
+            let cfg = s.bed.daemon.config_path(policy);
+            let log = s.bed.log_dir.join(format!("daemon-{}-{label}.log", policy.name()));
+            let d = Daemon::start(&s.bed.binary, &cfg, &s.bed.daemon.socket(), &log)?;
+            s.daemon_res = s.bed.domain.track_process(d.pid())?;
+            s.daemon = Some(d);
+        }
+        Ok(s)
+    }
+
+    fn reap(&mut self) {
+        for (name, p) in self.procs.iter_mut() {
+            if !self.counted.contains(&p.pid) && p.killed_externally() {
+                self.counted.insert(p.pid);
+                self.killed.push(name.clone());
+                if self.fg.as_deref() == Some(name) {
+                    self.fg_killed = true;
+                }
+            }
+        }
+    }
+
+    fn notify(&self, event: &str, app: &str, pid: Option<u32>) {
+        if let Some(d) = &self.daemon {
+            d.notify(event, app, pid);
+        }
+    }
+
+    /// Resident bytes of files of apps not launched yet in this session.
+    pub fn checkpoint_preload(&mut self) {
+        let mut b = 0;
+        for a in &self.bed.apps {
+            if !self.ever.contains(a.name()) {
+                b += a.paths().iter().map(|p| synth::resident_bytes(p)).sum::<u64>();
+            }
+        }
+        self.preload_peak = self.preload_peak.max(b);
+    }
+
+    /// Brings `app` to the foreground: a cold launch if it is not running,
+    /// a switch if it is. With `timeline`, samples the domain every 50 ms.
+    pub fn launch(&mut self, app: &str, timeline: Option<&mut Vec<TimelinePoint>>) -> Result<LaunchRecord> {
+        check_interrupted()?;
+        self.reap();
+        if let Some(prev) = self.fg.take() {
+            if prev != app {
+                if let Some(p) = self.procs.get_mut(&prev) {
+                    if p.alive() {
+                        p.set_oom_score_adj(BACKGROUND_ADJ);
+                        let pid = p.pid;
+                        self.notify("background", &prev, Some(pid));
+                    }
+                }
+            }
+        }
+        let a = self.bed.app(app)?;
+        let timeout = a.timeout(self.bed.launch_timeout);
+        let alive = self.procs.get_mut(app).is_some_and(|p| p.alive());
+        let sampler = timeline.is_some().then(|| Sampler::start(self.bed, self.daemon.is_some()));
+        let (outcome, ms, kind) = if alive {
+            let p = self.procs.get_mut(app).expect("alive");
+            p.set_oom_score_adj(FOREGROUND_ADJ);
+            let pid = p.pid;
+            if let Some(d) = &self.daemon {
+                d.notify("foreground", app, Some(pid));
+            }
+            let p = self.procs.get_mut(app).expect("alive");
+            let (o, ms) = p.switch_to(timeout)?;
+            (o, ms, LaunchKind::Switch)
+        } else {
+            let kind = if self.ever.contains(app) {
+                LaunchKind::ColdRelaunch
+            } else {
+                LaunchKind::Cold
+            };
+            self.procs.remove(app);
+            self.checkpoint_preload();
+            let a = self.bed.app(app)?;
+            let argv = a.argv(&self.bed.binary, self.bed.domain.device.scale, &self.bed.domain.mnt);
+            let readiness = a.readiness();
+            if let Readiness::File(f) = &readiness {
+                let _ = std::fs::remove_file(f);
+            }
+            let log = self.bed.log_dir.join(format!("{app}.log"));
+            let (mut p, t0) = crate::launch::spawn(app, &argv, &a.leaf, FOREGROUND_ADJ, &log)?;
+            self.notify("launch", app, Some(p.pid));
+            let (o, ms) = p.wait_ready(&readiness, t0, timeout);
+            self.procs.insert(app.to_string(), p);
+            (o, ms, kind)
+        };
+        if let (Some(s), Some(tl)) = (sampler, timeline) {
+            *tl = s.stop();
+        }
+        if outcome == Outcome::Ready {
+            let pid = self.procs.get(app).map(|p| p.pid);
+            if kind != LaunchKind::Switch {
+                self.notify("launched", app, pid);
+                self.notify("foreground", app, pid);
+            }
+        }
+        self.ever.insert(app.to_string());
+        self.fg = Some(app.to_string());
+        self.reap();
+        if let Some(d) = self.daemon.as_mut() {
+            if !d.alive() {
+                anyhow::bail!("the daemon died during the session (see its log in the run dir)");
+            }
+        }
+        Ok(LaunchRecord {
+            app: app.to_string(),
+            ms,
+            kind,
+            ready: outcome == Outcome::Ready,
+            timed_out: outcome == Outcome::TimedOut,
+            died: match outcome {
+                Outcome::Died(s) => Some(s),
+                _ => None,
+            },
+        })
+    }
+
+    /// The oracle launch: one launch to cache the files, stop, then the
+    /// measured launch with nothing else running.
+    pub fn oracle(&mut self, app: &str) -> Result<LaunchRecord> {
+        let _ = self.launch(app, None)?;
+        if let Some(mut p) = self.procs.remove(app) {
+            p.stop();
+        }
+        self.ever.remove(app);
+        self.fg = None;
+        let mut r = self.launch(app, None)?;
+        r.kind = LaunchKind::Oracle;
+        if let Some(mut p) = self.procs.remove(app) {
+            p.stop();
+        }
+        self.ever.remove(app);
+        self.fg = None;
+        Ok(r)
+    }
+
+    /// Stops the app `name` (an `exit` event of a trace).
+    pub fn exit_app(&mut self, name: &str) {
+        self.reap();
+        if let Some(mut p) = self.procs.remove(name) {
+            let pid = p.pid;
+            p.stop();
+            self.notify("exit", name, Some(pid));
+        }
+        if self.fg.as_deref() == Some(name) {
+            self.fg = None;
+        }
+    }
+
+    /// Background apps alive now.
+    pub fn alive_background(&mut self) -> u64 {
+        self.reap();
+        let fg = self.fg.clone();
+        self.procs
+            .iter_mut()
+            .filter(|(n, _)| Some(n.as_str()) != fg.as_deref())
+            .filter_map(|(_, p)| p.alive().then_some(()))
+            .count() as u64
+    }
+
+    /// zram statistics now.
+    pub fn zram(&self) -> (u64, u64) {
+        self.bed.domain.zram_stats()
+    }
+
+    /// Sleeps (checking for signals) and reaps kills.
+    pub fn settle(&mut self, d: Duration) -> Result<()> {
+        sleep_checked(d)?;
+        self.reap();
+        Ok(())
+    }
+
+    /// Ends the session: stops the daemon (it restores its settings), then every app.
+    pub fn end(mut self) -> Result<(Delta, Vec<String>, bool, u64)> {
+        self.reap();
+        let delta = counters::delta(&self.start, &self.bed.sample());
+        if let Some(mut d) = self.daemon.take() {
+            d.stop();
+        }
+        if let Some(r) = self.daemon_res.take() {
+            self.bed.domain.untrack(&r)?;
+        }
+        for (_, mut p) in std::mem::take(&mut self.procs) {
+            p.stop();
+        }
+        Ok((delta, self.killed.clone(), self.fg_killed, self.preload_peak))
+    }
+}
+
+/// Samples the domain every 50 ms on a thread.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Vec<TimelinePoint>>,
+}
+
+impl Sampler {
+    fn start(bed: &Bed, with_daemon: bool) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let mem = bed.domain.roots.mem_root();
+        let blk = bed.domain.roots.blkio_root();
+        let majmin = bed.domain.loop_majmin.clone();
+        let socket = with_daemon.then(|| bed.daemon.socket());
+        let handle = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let rd = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+            let read0 = counters::parse_blkio_reads(
+                &rd(blk.join("blkio.throttle.io_service_bytes_recursive")),
+                &majmin,
+            );
+            let mut out = Vec::new();
+            let mut k = 0u64;
+            loop {
+                let stat = counters::parse_kv(&rd(mem.join("memory.stat")));
+                let g = |k: &str| stat.get(k).copied().unwrap_or(0);
+                let mode = match (&socket, k % 2) {
+                    (Some(sock), 0) => daemon_mode(sock),
+                    _ => out.last().and_then(|p: &TimelinePoint| p.mode.clone()),
+                };
+                out.push(TimelinePoint {
+                    t_ms: t0.elapsed().as_secs_f64() * 1000.0,
+                    usage_bytes: rd(mem.join("memory.usage_in_bytes")).trim().parse().unwrap_or(0),
+                    cache_bytes: g("total_cache"),
+                    rss_bytes: g("total_rss"),
+                    swap_bytes: g("total_swap"),
+                    read_bytes: counters::parse_blkio_reads(
+                        &rd(blk.join("blkio.throttle.io_service_bytes_recursive")),
+                        &majmin,
+                    )
+                    .saturating_sub(read0),
+                    swappiness: rd(mem.join("memory.swappiness")).trim().parse().unwrap_or(0),
+                    mode,
+                });
+                k += 1;
+                if s2.load(Ordering::SeqCst) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            out
+        });
+        Sampler { stop, handle }
+    }
+
+    fn stop(self) -> Vec<TimelinePoint> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle.join().unwrap_or_default()
+    }
+}
+
+/// The daemon's reclaim mode from its status reply, when it reports one
+/// (the first string value under a key containing "mode").
+fn daemon_mode(socket: &Path) -> Option<String> {
+    use std::io::{BufRead, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(socket).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(200))).ok()?;
+    s.write_all(b"{\"cmd\":\"status\"}\n").ok()?;
+    let mut line = String::new();
+    std::io::BufReader::new(&s).read_line(&mut line).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&line).ok()?;
+    find_mode(&v)
+}
+
+fn find_mode(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                if k.contains("mode") {
+                    if let Some(s) = x.as_str() {
+                        return Some(s.to_string());
+                    }
+                }
+            }
+            m.values().find_map(find_mode)
+        }
+        _ => None,
+    }
+}
+
+/// The background load of a target-launch scenario (seed 000 §6.1):
+/// GB-scale apps first, then small ones.
+pub fn background(apps: &[App], scenario: Scenario, target: &str) -> Vec<String> {
+    let small: Vec<String> = apps
+        .iter()
+        .filter(|a| a.spec.class == AppClass::Small && a.name() != target)
+        .map(|a| a.name().to_string())
+        .collect();
+    let gb: Vec<String> = apps
+        .iter()
+        .filter(|a| a.spec.class == AppClass::Gb && a.name() != target)
+        .map(|a| a.name().to_string())
+        .collect();
+    let (n_small, n_gb) = match scenario {
+        Scenario::Low => (5, 0),
+        Scenario::Medium => (15, 0),
+        Scenario::High => (15, 2),
+        Scenario::Multitask | Scenario::Trace => (0, 0),
+    };
+    gb.into_iter()
+        .take(n_gb)
+        .chain(small.into_iter().take(n_small))
+        .collect()
+}
+
+/// The multitask order: every app, GB-scale apps spread among the small ones.
+pub fn multitask_order(apps: &[App]) -> Vec<String> {
+    let gb: Vec<&App> = apps.iter().filter(|a| a.spec.class == AppClass::Gb).collect();
+    let small: Vec<&App> = apps.iter().filter(|a| a.spec.class == AppClass::Small).collect();
+    let mut out = Vec::new();
+    let every = (small.len() / gb.len().max(1)).max(1);
+    let mut g = gb.iter();
+    for (i, s) in small.iter().enumerate() {
+        if i % every == 0 {
+            if let Some(x) = g.next() {
+                out.push(x.name().to_string());
+            }
+        }
+        out.push(s.name().to_string());
+    }
+    out.extend(g.map(|x| x.name().to_string()));
+    out
+}
+
+fn measurement(policy: Policy, rep: u32) -> Measurement {
+    Measurement {
+        policy,
+        rep,
+        launches: Vec::new(),
+        load_launches: Vec::new(),
+        delta: Delta::default(),
+        killed: Vec::new(),
+        foreground_killed: false,
+        survivors: 0,
+        preload_peak_bytes: 0,
+        zram: (0, 0),
+        timeline: Vec::new(),
+        error: None,
+    }
+}
+
+fn finish(m: &mut Measurement, s: Session<'_>) -> Result<()> {
+    let (delta, killed, fg, peak) = s.end()?;
+    m.delta = delta;
+    m.killed = killed;
+    m.foreground_killed = fg;
+    m.preload_peak_bytes = peak;
+    Ok(())
+}
+
+/// One target cold launch under a background load.
+pub fn run_target(
+    bed: &mut Bed,
+    policy: Policy,
+    scenario: Scenario,
+    target: &str,
+    rep: u32,
+) -> Result<Measurement> {
+    let mut m = measurement(policy, rep);
+    let label = format!("{}-{target}-r{rep}", scenario.name());
+    let bg = background(&bed.apps, scenario, target);
+    let settle = bed.settle;
+    let mut s = Session::begin(bed, policy, &label)?;
+    if policy == Policy::Oracle {
+        m.launches.push(s.oracle(target)?);
+    } else {
+        for b in &bg {
+            m.load_launches.push(s.launch(b, None)?);
+        }
+        s.settle(settle)?;
+        m.survivors = s.alive_background();
+        m.zram = s.zram();
+        s.checkpoint_preload();
+        let mut tl = Vec::new();
+        m.launches.push(s.launch(target, Some(&mut tl))?);
+        m.timeline = tl;
+    }
+    finish(&mut m, s)?;
+    Ok(m)
+}
+
+/// Multitask rounds: every app launched in order, then again; the second
+/// round is measured (switches to survivors, cold relaunches of the killed).
+pub fn run_multitask(bed: &mut Bed, policy: Policy, rep: u32) -> Result<Measurement> {
+    let mut m = measurement(policy, rep);
+    let order = multitask_order(&bed.apps);
+    let mut s = Session::begin(bed, policy, &format!("multitask-r{rep}"))?;
+    if policy == Policy::Oracle {
+        for a in &order {
+            m.launches.push(s.oracle(a)?);
+        }
+    } else {
+        for a in &order {
+            m.load_launches.push(s.launch(a, None)?);
+        }
+        s.settle(Duration::from_millis(500))?;
+        m.survivors = s.alive_background();
+        m.zram = s.zram();
+        for a in &order {
+            m.launches.push(s.launch(a, None)?);
+        }
+    }
+    finish(&mut m, s)?;
+    Ok(m)
+}
+
+/// One trace event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceEvent {
+    /// Seconds from the first event.
+    pub t_secs: f64,
+    /// App.
+    pub app: String,
+    /// true: bring to foreground; false: exit.
+    pub foreground: bool,
+}
+
+/// Reads a trace CSV (header `user,timestamp,app,event`; timestamp in
+/// seconds, fractional allowed; events `launch`/`foreground` bring the app
+/// to the foreground, `exit` stops it, `background` is implied by the next
+/// foreground and ignored). Keeps `user` (the first user when None).
+pub fn read_trace(path: &Path, user: Option<&str>) -> Result<Vec<TraceEvent>> {
+    let bad = |m: String| appflow_core::InputError::new(format!("{}: {m}", path.display()));
+    let mut r = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_path(path)
+        .map_err(|e| bad(format!("cannot read trace: {e}")))?;
+    let headers = r.headers().map_err(|e| bad(e.to_string()))?.clone();
+    let col = |n: &str| {
+        headers
+            .iter()
+            .position(|h| h == n)
+            .ok_or_else(|| bad(format!("missing column `{n}` (need user,timestamp,app,event)")))
+    };
+    let (cu, ct, ca, ce) = (col("user")?, col("timestamp")?, col("app")?, col("event")?);
+    let mut out = Vec::new();
+    let mut first_user: Option<String> = user.map(str::to_string);
+    let mut t0: Option<f64> = None;
+    for (i, rec) in r.records().enumerate() {
+        let line = i + 2;
+        let rec = rec.map_err(|e| bad(format!("line {line}: {e}")))?;
+        let u = rec.get(cu).unwrap_or("");
+        if first_user.is_none() {
+            first_user = Some(u.to_string());
+        }
+        if Some(u) != first_user.as_deref() {
+            continue;
+        }
+        let t: f64 = rec
+            .get(ct)
+            .unwrap_or("")
+            .parse()
+            .map_err(|_| bad(format!("line {line}: field `timestamp` is not a number of seconds")))?;
+        let ev = rec.get(ce).unwrap_or("");
+        let fg = match ev {
+            "launch" | "foreground" => true,
+            "exit" => false,
+            "background" => continue,
+            other => {
+                return Err(bad(format!(
+                    "line {line}: field `event`: unknown event {other:?} (launch, foreground, background, exit)"
+                ))
+                .into())
+            }
+        };
+        let base = *t0.get_or_insert(t);
+        if t < base {
+            return Err(bad(format!("line {line}: timestamps go backwards")).into());
+        }
+        out.push(TraceEvent {
+            t_secs: t - base,
+            app: rec.get(ca).unwrap_or("").to_string(),
+            foreground: fg,
+        });
+    }
+    Ok(out)
+}
+
+/// Replays trace events, `compress` times faster than recorded, with at
+/// least `min_gap` between events.
+pub fn run_trace(
+    bed: &mut Bed,
+    policy: Policy,
+    rep: u32,
+    events: &[TraceEvent],
+    compress: f64,
+    min_gap: Duration,
+) -> Result<Measurement> {
+    let mut m = measurement(policy, rep);
+    let mut s = Session::begin(bed, policy, &format!("trace-r{rep}"))?;
+    if policy == Policy::Oracle {
+        let mut seen = BTreeSet::new();
+        for e in events.iter().filter(|e| e.foreground) {
+            if seen.insert(e.app.clone()) {
+                m.launches.push(s.oracle(&e.app)?);
+            }
+        }
+    } else {
+        let t0 = Instant::now();
+        let mut last = Duration::ZERO;
+        for e in events {
+            let due = Duration::from_secs_f64(e.t_secs / compress).max(last + min_gap);
+            let now = t0.elapsed();
+            if due > now {
+                s.settle(due - now)?;
+            }
+            last = t0.elapsed();
+            if e.foreground {
+                m.launches.push(s.launch(&e.app, None)?);
+            } else {
+                s.exit_app(&e.app);
+            }
+        }
+        m.survivors = s.alive_background();
+        m.zram = s.zram();
+    }
+    finish(&mut m, s)?;
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_reader_validates_and_filters_user() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.csv");
+        std::fs::write(
+            &p,
+            "user,timestamp,app,event\nu1,100,llm,launch\nu2,101,chat,launch\nu1,160.5,chat,foreground\nu1,170,chat,background\nu1,200,llm,exit\n",
+        )
+        .unwrap();
+        let ev = read_trace(&p, None).unwrap();
+        assert_eq!(ev.len(), 3);
+        assert_eq!(ev[1].t_secs, 60.5);
+        assert!(!ev[2].foreground);
+        assert_eq!(read_trace(&p, Some("u2")).unwrap().len(), 1);
+        std::fs::write(&p, "user,timestamp,app,event\nu1,x,llm,launch\n").unwrap();
+        let e = read_trace(&p, None).unwrap_err().to_string();
+        assert!(e.contains("timestamp") && e.contains("t.csv"), "{e}");
+        std::fs::write(&p, "user,time,app,event\n").unwrap();
+        let e = read_trace(&p, None).unwrap_err().to_string();
+        assert!(e.contains("`timestamp`"), "{e}");
+        std::fs::write(&p, "user,timestamp,app,event\nu1,1,llm,jump\n").unwrap();
+        assert!(read_trace(&p, None).unwrap_err().to_string().contains("jump"));
+    }
+
+    #[test]
+    fn find_mode_in_status() {
+        let v = serde_json::json!({"ok": true, "reclaim": {"mode": "efficiency_first"}});
+        assert_eq!(find_mode(&v).as_deref(), Some("efficiency_first"));
+        assert_eq!(find_mode(&serde_json::json!({"ok": true})), None);
+    }
+}
