@@ -61,67 +61,110 @@ pub enum KnapsackError {
 
 /// A class reduced to its efficient items: weights strictly increasing,
 /// costs strictly decreasing. `idx` maps back to the caller's items.
-struct Reduced {
+/// Views into one arena ([`Arena`]) so that a solve allocates per array,
+/// not per class.
+struct Reduced<'a> {
+    w: &'a [u64],
+    c: &'a [f64],
+    idx: &'a [u32],
+}
+
+/// Flat storage of every class's reduced items.
+struct Arena {
     w: Vec<u64>,
     c: Vec<f64>,
-    idx: Vec<usize>,
+    idx: Vec<u32>,
+    off: Vec<usize>,
 }
 
-fn reduce(items: &[Item]) -> Reduced {
-    let mut order: Vec<usize> = (0..items.len()).collect();
-    order.sort_by(|&a, &b| {
-        items[a]
-            .weight
-            .cmp(&items[b].weight)
-            .then(items[a].cost.total_cmp(&items[b].cost))
-            .then(a.cmp(&b))
-    });
-    let mut r = Reduced {
-        w: Vec::new(),
-        c: Vec::new(),
-        idx: Vec::new(),
-    };
-    for i in order {
-        let it = items[i];
-        if r.c.last().is_none_or(|&last| it.cost < last) {
-            if r.w.last() == Some(&it.weight) {
-                // Same weight, cheaper (cannot happen after the sort, kept for safety).
-                let n = r.w.len() - 1;
-                r.c[n] = it.cost;
-                r.idx[n] = i;
-            } else {
-                r.w.push(it.weight);
-                r.c.push(it.cost);
-                r.idx.push(i);
+impl Arena {
+    fn build(classes: &[Vec<Item>]) -> Arena {
+        let total: usize = classes.iter().map(Vec::len).sum();
+        let mut a = Arena {
+            w: Vec::with_capacity(total),
+            c: Vec::with_capacity(total),
+            idx: Vec::with_capacity(total),
+            off: Vec::with_capacity(classes.len() + 1),
+        };
+        let mut order: Vec<u32> = Vec::new();
+        a.off.push(0);
+        for items in classes {
+            order.clear();
+            order.extend(0..items.len() as u32);
+            // Cutoff options come in weight order already: sort only if not.
+            if !items.windows(2).all(|p| p[0].weight <= p[1].weight) {
+                order.sort_by(|&x, &y| {
+                    let (ix, iy) = (&items[x as usize], &items[y as usize]);
+                    ix.weight.cmp(&iy.weight).then(x.cmp(&y))
+                });
             }
+            let start = a.w.len();
+            for &i in &order {
+                let it = items[i as usize];
+                let n = a.w.len();
+                if n > start && a.w[n - 1] == it.weight {
+                    // Equal weight: keep the cheaper, if it still beats the lighter item.
+                    if it.cost < a.c[n - 1] && (n - 1 == start || it.cost < a.c[n - 2]) {
+                        a.c[n - 1] = it.cost;
+                        a.idx[n - 1] = i;
+                    }
+                } else if n == start || it.cost < a.c[n - 1] {
+                    // Keep an item only if strictly cheaper than every lighter one.
+                    a.w.push(it.weight);
+                    a.c.push(it.cost);
+                    a.idx.push(i);
+                }
+            }
+            a.off.push(a.w.len());
+        }
+        a
+    }
+
+    fn class(&self, k: usize) -> Reduced<'_> {
+        let (s, e) = (self.off[k], self.off[k + 1]);
+        Reduced {
+            w: &self.w[s..e],
+            c: &self.c[s..e],
+            idx: &self.idx[s..e],
         }
     }
-    r
 }
 
-/// Lower convex hull of a reduced class (indices into the reduced items).
-fn hull(r: &Reduced) -> Vec<usize> {
-    let mut h: Vec<usize> = Vec::with_capacity(r.w.len());
+/// Appends the lower convex hull of `r` (indices into its items) to `out`.
+fn hull_into(r: &Reduced, out: &mut Vec<u32>) {
+    let base = out.len();
     for i in 0..r.w.len() {
-        while h.len() >= 2 {
-            let (a, b) = (h[h.len() - 2], h[h.len() - 1]);
+        while out.len() - base >= 2 {
+            let (a, b) = (out[out.len() - 2] as usize, out[out.len() - 1] as usize);
             // Efficiency a->b must exceed efficiency b->i, else b is not on the hull.
             let e_ab = (r.c[a] - r.c[b]) / (r.w[b] - r.w[a]) as f64;
             let e_bi = (r.c[b] - r.c[i]) / (r.w[i] - r.w[b]) as f64;
             if e_ab <= e_bi {
-                h.pop();
+                out.pop();
             } else {
                 break;
             }
         }
-        h.push(i);
+        out.push(i as u32);
     }
-    h
+}
+
+/// Flat lists of u32, one per class.
+struct Lists {
+    v: Vec<u32>,
+    off: Vec<usize>,
+}
+
+impl Lists {
+    fn get(&self, k: usize) -> &[u32] {
+        &self.v[self.off[k]..self.off[k + 1]]
+    }
 }
 
 /// Efficiency of hull step `k` of class `r` with hull `h` (cost saved per byte).
-fn step_eff(r: &Reduced, h: &[usize], k: usize) -> f64 {
-    (r.c[h[k]] - r.c[h[k + 1]]) / (r.w[h[k + 1]] - r.w[h[k]]) as f64
+fn step_eff(r: &Reduced, h: &[u32], k: usize) -> f64 {
+    let (a, b) = (h[k] as usize, h[k + 1] as usize);
+    (r.c[a] - r.c[b]) / (r.w[b] - r.w[a]) as f64
 }
 
 /// A heap entry: the next hull step of a class, ordered by efficiency.
@@ -179,7 +222,8 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
             return Err(KnapsackError::BadCost { class: k, item: i });
         }
     }
-    let red: Vec<Reduced> = classes.iter().map(|c| reduce(c)).collect();
+    let arena = Arena::build(classes);
+    let red: Vec<Reduced> = (0..classes.len()).map(|k| arena.class(k)).collect();
     let n = red.len();
     let need: u64 = red.iter().map(|r| r.w[0]).sum();
     if need > budget {
@@ -187,7 +231,10 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
     }
     let heaviest: u64 = red.iter().map(|r| *r.w.last().unwrap()).sum();
     if heaviest <= budget {
-        let choice: Vec<usize> = red.iter().map(|r| *r.idx.last().unwrap()).collect();
+        let choice: Vec<usize> = red
+            .iter()
+            .map(|r| *r.idx.last().unwrap() as usize)
+            .collect();
         let total_cost = red.iter().map(|r| *r.c.last().unwrap()).sum();
         return Ok(Solution {
             choice,
@@ -199,10 +246,22 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
     }
 
     // 2. LP relaxation by hull steps in decreasing efficiency.
-    let hulls: Vec<Vec<usize>> = red.iter().map(hull).collect();
+    let hulls = {
+        let mut l = Lists {
+            v: Vec::with_capacity(arena.w.len()),
+            off: Vec::with_capacity(n + 1),
+        };
+        l.off.push(0);
+        for r in &red {
+            hull_into(r, &mut l.v);
+            l.off.push(l.v.len());
+        }
+        l
+    };
     let mut at = vec![0usize; n]; // hull position reached per class
     let mut heap = std::collections::BinaryHeap::with_capacity(n);
-    for (k, h) in hulls.iter().enumerate() {
+    for k in 0..n {
+        let h = hulls.get(k);
         if h.len() > 1 {
             heap.push(Next {
                 eff: step_eff(&red[k], h, 0),
@@ -215,8 +274,8 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
     let mut taken: Vec<(f64, usize)> = Vec::new(); // (efficiency, class) of steps taken, in order
     let mut break_class = None;
     while let Some(Next { eff, class: k }) = heap.pop() {
-        let (h, r) = (&hulls[k], &red[k]);
-        let dw = r.w[h[at[k] + 1]] - r.w[h[at[k]]];
+        let (h, r) = (hulls.get(k), &red[k]);
+        let dw = r.w[h[at[k] + 1] as usize] - r.w[h[at[k]] as usize];
         if dw > left {
             lambda = eff; // the break step: LP is fractional here
             break_class = Some(k);
@@ -240,8 +299,8 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
     let mut left_a = left;
     let mut heap_a = heap;
     while let Some(Next { class: k, .. }) = heap_a.pop() {
-        let (h, r) = (&hulls[k], &red[k]);
-        let dw = r.w[h[at_a[k] + 1]] - r.w[h[at_a[k]]];
+        let (h, r) = (hulls.get(k), &red[k]);
+        let dw = r.w[h[at_a[k] + 1] as usize] - r.w[h[at_a[k]] as usize];
         if dw <= left_a {
             left_a -= dw;
             at_a[k] += 1;
@@ -253,14 +312,15 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
             }
         }
     }
-    let cost_of = |at: &[usize]| -> f64 { (0..n).map(|k| red[k].c[hulls[k][at[k]]]).sum() };
+    let vertex = |k: usize, at: &[usize]| hulls.get(k)[at[k]] as usize;
+    let cost_of = |at: &[usize]| -> f64 { (0..n).map(|k| red[k].c[vertex(k, at)]).sum() };
     let mut inc_at = at_a;
     // Incumbent B: take the break step, then back out the least efficient
     // steps taken (latest first) until the budget holds.
     if let Some(bk) = break_class {
         let mut at_b = lp_at.clone();
-        let h = &hulls[bk];
-        let mut over = red[bk].w[h[at_b[bk] + 1]] - red[bk].w[h[at_b[bk]]] - left;
+        let h = hulls.get(bk);
+        let mut over = red[bk].w[h[at_b[bk] + 1] as usize] - red[bk].w[h[at_b[bk]] as usize] - left;
         at_b[bk] += 1;
         for &(_, k) in taken.iter().rev() {
             if over == 0 {
@@ -269,8 +329,8 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
             if k == bk || at_b[k] == 0 {
                 continue;
             }
-            let hk = &hulls[k];
-            let dw = red[k].w[hk[at_b[k]]] - red[k].w[hk[at_b[k] - 1]];
+            let hk = hulls.get(k);
+            let dw = red[k].w[hk[at_b[k]] as usize] - red[k].w[hk[at_b[k] - 1] as usize];
             at_b[k] -= 1;
             over = over.saturating_sub(dw);
         }
@@ -278,7 +338,7 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
             inc_at = at_b;
         }
     }
-    let mut inc: Vec<usize> = (0..n).map(|k| hulls[k][inc_at[k]]).collect();
+    let mut inc: Vec<usize> = (0..n).map(|k| vertex(k, &inc_at)).collect();
     // Then single-class upgrades to any (non-hull) item that still fits.
     let mut used: u64 = (0..n).map(|k| red[k].w[inc[k]]).sum();
     for k in 0..n {
@@ -299,7 +359,7 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
         .iter()
         .map(|r| {
             r.w.iter()
-                .zip(&r.c)
+                .zip(r.c)
                 .map(|(&w, &c)| c + lambda * w as f64)
                 .fold(f64::INFINITY, f64::min)
         })
@@ -308,21 +368,27 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
     let gap = best_cost - lb;
 
     // 4. Reduced-cost fixing.
-    let allowed: Vec<Vec<u32>> = red
-        .iter()
-        .zip(&m)
-        .map(|(r, &mk)| {
-            (0..r.w.len() as u32)
-                .filter(|&j| r.c[j as usize] + lambda * r.w[j as usize] as f64 - mk <= gap + eps)
-                .collect()
-        })
-        .collect();
+    let allowed =
+        {
+            let mut l = Lists {
+                v: Vec::with_capacity(arena.w.len()),
+                off: Vec::with_capacity(n + 1),
+            };
+            l.off.push(0);
+            for (r, &mk) in red.iter().zip(&m) {
+                l.v.extend((0..r.w.len() as u32).filter(|&j| {
+                    r.c[j as usize] + lambda * r.w[j as usize] as f64 - mk <= gap + eps
+                }));
+                l.off.push(l.v.len());
+            }
+            l
+        };
     let mut fixed_w = 0u64;
     let mut fixed_c = 0.0;
     let mut free: Vec<usize> = Vec::new();
     let mut choice_red = vec![0usize; n];
     for k in 0..n {
-        match allowed[k].as_slice() {
+        match allowed.get(k) {
             [] => {
                 // Only the incumbent's own item can be the optimum here.
                 choice_red[k] = inc[k];
@@ -348,7 +414,7 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
     let lp_rest: Vec<LpSuffix> = {
         let mut v = vec![LpSuffix::default(); free.len() + 1];
         for (i, &k) in free.iter().enumerate().rev() {
-            v[i] = v[i + 1].with_class(&red[k], &allowed[k]);
+            v[i] = v[i + 1].with_class(&red[k], allowed.get(k));
         }
         v
     };
@@ -366,7 +432,7 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
         let prev = layers.last().unwrap();
         let rest = &lp_rest[i + 1];
         for (pi, st) in prev.iter().enumerate() {
-            for &j in &allowed[k] {
+            for &j in allowed.get(k) {
                 let (w, c) = (st.w + red[k].w[j as usize], st.c + red[k].c[j as usize]);
                 if w + rest.base_w > cap {
                     continue;
@@ -443,18 +509,24 @@ impl Default for LpSuffix {
 impl LpSuffix {
     /// This suffix plus one class restricted to its `allowed` reduced items.
     fn with_class(&self, r: &Reduced, allowed: &[u32]) -> LpSuffix {
+        let sw: Vec<u64> = allowed.iter().map(|&j| r.w[j as usize]).collect();
+        let sc: Vec<f64> = allowed.iter().map(|&j| r.c[j as usize]).collect();
         let sub = Reduced {
-            w: allowed.iter().map(|&j| r.w[j as usize]).collect(),
-            c: allowed.iter().map(|&j| r.c[j as usize]).collect(),
-            idx: Vec::new(),
+            w: &sw,
+            c: &sc,
+            idx: &[],
         };
-        let h = hull(&sub);
-        let own: Vec<(f64, u64, f64)> = (0..h.len() - 1)
-            .map(|k| {
+        let mut h = Vec::with_capacity(sw.len());
+        hull_into(&sub, &mut h);
+        let own: Vec<(f64, u64, f64)> = h
+            .windows(2)
+            .enumerate()
+            .map(|(k, p)| {
+                let (a, b) = (p[0] as usize, p[1] as usize);
                 (
                     step_eff(&sub, &h, k),
-                    sub.w[h[k + 1]] - sub.w[h[k]],
-                    sub.c[h[k]] - sub.c[h[k + 1]],
+                    sub.w[b] - sub.w[a],
+                    sub.c[a] - sub.c[b],
                 )
             })
             .collect();
@@ -514,7 +586,7 @@ fn finish(red: &[Reduced], choice_red: &[usize], budget_slack: bool, nodes: u64)
         .map(|(r, &j)| {
             total_weight += r.w[j];
             total_cost += r.c[j];
-            r.idx[j]
+            r.idx[j] as usize
         })
         .collect();
     Solution {
