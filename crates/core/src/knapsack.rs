@@ -260,13 +260,10 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
     };
     let mut at = vec![0usize; n]; // hull position reached per class
     let mut heap = std::collections::BinaryHeap::with_capacity(n);
-    for k in 0..n {
+    for (k, r) in red.iter().enumerate() {
         let h = hulls.get(k);
         if h.len() > 1 {
-            heap.push(Next {
-                eff: step_eff(&red[k], h, 0),
-                class: k,
-            });
+            heap.push(Next { eff: step_eff(r, h, 0), class: k });
         }
     }
     let mut left = budget - need;
