@@ -657,3 +657,66 @@ pub fn read_maps(proc_root: &Path, pid: u32) -> Result<Vec<FileMapping>, ReadErr
     let path = pid_path(proc_root, pid, "maps");
     parse_maps(&read_text(&path)?).map_err(|e| e.at(&path))
 }
+
+/// One mount of `/proc/PID/mountinfo`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountInfo {
+    /// Device of the filesystem (`major:minor`; one superblock, possibly mounted many times).
+    pub dev: String,
+    /// Where it is mounted (octal escapes such as `\040` decoded).
+    pub mount_point: PathBuf,
+    /// Filesystem type (`ext4`, `tmpfs`, `fuse.sshfs`...).
+    pub fs_type: String,
+    /// Mount source (`/dev/vda`, `tmpfs`...).
+    pub source: String,
+}
+
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Parses `/proc/PID/mountinfo` (fields: id, parent, major:minor, root,
+/// mount point, options, optional fields, `-`, type, source, super options).
+pub fn parse_mountinfo(text: &str) -> Result<Vec<MountInfo>, ReadError> {
+    const FILE: &str = "mountinfo";
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = || parse_err(FILE, format!("line {line:?} is not a mountinfo line"));
+        let fields: Vec<&str> = line.split(' ').collect();
+        let sep = fields.iter().position(|f| *f == "-").ok_or_else(bad)?;
+        if sep < 6 || fields.len() < sep + 3 {
+            return Err(bad());
+        }
+        out.push(MountInfo {
+            dev: fields[2].to_string(),
+            mount_point: PathBuf::from(unescape_octal(fields[4])),
+            fs_type: fields[sep + 1].to_string(),
+            source: unescape_octal(fields[sep + 2]),
+        });
+    }
+    Ok(out)
+}
+
+/// Reads `<proc_root>/self/mountinfo`.
+pub fn read_mountinfo(proc_root: &Path) -> Result<Vec<MountInfo>, ReadError> {
+    let path = proc_root.join("self").join("mountinfo");
+    parse_mountinfo(&read_text(&path)?).map_err(|e| e.at(&path))
+}

@@ -1,1 +1,469 @@
-//! (under construction)
+//! The launch recorder: runs a command and records what its launch reads
+//! and allocates, as an [`appflow_core::profile::LaunchObservation`]
+//! (SPEC §3.1; seed 000 §4.1 uses the files of the launch window, their
+//! sizes and first-access order; §4.3 uses M_sum and the relaunch footprint).
+//!
+//! The launch window runs from just before exec to readiness: the process
+//! exiting, a file appearing, or a line on its stdout matching a regex.
+//!
+//! | what | how |
+//! |---|---|
+//! | files and first-access time | fanotify permission events on every storage filesystem, filtered to descendants of the recorder ([`fanotify`]) |
+//! | ranges brought into the page cache, including by mmap faults and readahead | `mincore` residency of each file taken while its first opener is blocked, diffed with residency at the end of the window ([`residency`]) |
+//! | files reached only through mappings | `/proc/PID/maps` of the tree sampled during the window; their resident pages within the mapped ranges |
+//! | M_sum (anonymous allocation of the launch) | peak over the window of Σ (Anonymous + Swap) of the tree's `smaps_rollup`, sampled every `sample_ms` |
+//! | relaunch baseline | Σ (Rss + Swap) of the tree at readiness (the last sample when readiness is exit) |
+//!
+//! With `cold`, each file is dropped from the page cache (POSIX_FADV_DONTNEED)
+//! when the tree first opens it, before the open proceeds, so the recording
+//! sees the launch as a cold launch. Without it, pages already cached are
+//! not counted as brought in: a warm recording under-reports. Dirty or
+//! mapped pages (e.g. a shared library used by other processes) cannot be
+//! dropped and stay out of the ranges; they are resident anyway.
+//!
+//! Files the tree wrote (size or mtime changed during the window) and files
+//! deleted before the end are left out: they are not launch reads.
+//!
+//! Not implemented: the tracefs `filemap:mm_filemap_add_to_page_cache`
+//! source (exact per-page insertion time). Per-page times are not needed by
+//! the policies, which use per-file first access.
+
+mod fanotify;
+pub mod residency;
+
+use crate::readers::{descendants, read_maps, read_smaps_rollup, FileMapping};
+use appflow_core::profile::{coalesce, ByteRange, LaunchObservation, ObservedFile};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use thiserror::Error;
+
+/// When the launch is over.
+#[derive(Debug, Clone)]
+pub enum Readiness {
+    /// When the launched process exits.
+    Exit,
+    /// When this file exists.
+    File(PathBuf),
+    /// When a line of the process's stdout matches.
+    Line(regex::Regex),
+}
+
+/// How to record one launch.
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    /// The command and its arguments.
+    pub command: Vec<String>,
+    /// End of the launch window.
+    pub readiness: Readiness,
+    /// Give up (and kill the app) when not ready after this long, ms.
+    pub timeout_ms: u64,
+    /// Drop each file from the page cache at its first open by the app.
+    pub cold: bool,
+    /// Leave the app running after the window (default: SIGTERM, then SIGKILL after 2 s).
+    pub keep_running: bool,
+    /// Interval of the memory and mapping samples, ms.
+    pub sample_ms: u64,
+    /// The /proc to read (a fixture root in tests).
+    pub proc_root: PathBuf,
+}
+
+impl RecordOptions {
+    /// Options with the defaults: exit readiness, 60 s timeout, warm, 10 ms samples.
+    pub fn new(command: Vec<String>) -> Self {
+        Self {
+            command,
+            readiness: Readiness::Exit,
+            timeout_ms: 60_000,
+            cold: false,
+            keep_running: false,
+            sample_ms: 10,
+            proc_root: PathBuf::from("/proc"),
+        }
+    }
+}
+
+/// Why a recording failed.
+#[derive(Debug, Error)]
+pub enum RecordError {
+    /// Nothing to run.
+    #[error("no command given")]
+    NoCommand,
+    /// The ready file exists before the launch, so readiness could not be seen.
+    #[error("ready file {} exists before the launch; remove it first", .0.display())]
+    ReadyFileExists(PathBuf),
+    /// fanotify could not be set up.
+    #[error("{0}")]
+    Fanotify(std::io::Error),
+    /// The command could not be started.
+    #[error("cannot start {cmd:?}: {source}")]
+    Spawn {
+        /// The program.
+        cmd: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The app was not ready in time (it was killed; nothing was recorded).
+    #[error("app not ready within {timeout_ms} ms (killed; nothing recorded)")]
+    Timeout {
+        /// The timeout.
+        timeout_ms: u64,
+    },
+    /// The process exited before the ready file or line appeared.
+    #[error("app exited ({status}) before it was ready; nothing recorded")]
+    ExitedEarly {
+        /// Its exit status.
+        status: ExitStatus,
+    },
+    /// Another OS error.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A file's outcome in a recording, for the summary.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RecordSummary {
+    /// Files the tree opened or read on watched filesystems.
+    pub files_seen: usize,
+    /// Files with at least one range brought in (in the observation).
+    pub files_recorded: usize,
+    /// Files already fully cached (nothing brought in; left out).
+    pub files_already_cached: usize,
+    /// Files written by the tree during the window (left out).
+    pub files_written: usize,
+    /// Files reached only through mappings (not seen opening).
+    pub files_mapped_only: usize,
+    /// Files dropped from the page cache at first open (`cold`).
+    pub files_dropped: u64,
+    /// Recorded files whose "before" residency was taken late (first seen
+    /// through a read notification, not an open): their ranges may be short.
+    pub files_late_snapshot: usize,
+    /// Bytes brought into the page cache by the launch.
+    pub bytes_brought_in: u64,
+    /// Processes of the tree seen.
+    pub processes: usize,
+    /// Memory samples taken.
+    pub samples: u64,
+    /// Exit code of the app when readiness was exit (None: killed by a signal).
+    pub exit_code: Option<i32>,
+    /// Mount points watched.
+    pub watched_mounts: Vec<String>,
+    /// Some access notifications were lost (queue overflow).
+    pub overflowed: bool,
+}
+
+/// The result of [`record_launch`].
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// What the launch showed (merge it with `LaunchProfile::merge_launch`).
+    pub observation: LaunchObservation,
+    /// Counts for the user.
+    pub summary: RecordSummary,
+}
+
+#[derive(Default)]
+struct Samples {
+    peak_anon_kb: u64,
+    last_footprint_kb: u64,
+    count: u64,
+    pids: BTreeSet<u32>,
+    /// path → mapped file ranges (offsets in the file) seen in the tree's maps.
+    maps: BTreeMap<String, Vec<ByteRange>>,
+}
+
+impl Samples {
+    fn take(&mut self, proc_root: &Path, with_maps: bool) {
+        let me = std::process::id();
+        let Ok(tree) = descendants(proc_root, me) else {
+            return;
+        };
+        let (mut anon, mut foot, mut any) = (0u64, 0u64, false);
+        for pid in tree.into_iter().filter(|p| *p != me) {
+            if let Ok(s) = read_smaps_rollup(proc_root, pid) {
+                anon += s.anon_kb + s.swap_kb;
+                foot += s.rss_kb + s.swap_kb;
+                any = true;
+                self.pids.insert(pid);
+            }
+            if with_maps {
+                if let Ok(maps) = read_maps(proc_root, pid) {
+                    for m in maps {
+                        self.add_map(&m);
+                    }
+                }
+            }
+        }
+        if any {
+            self.count += 1;
+            self.peak_anon_kb = self.peak_anon_kb.max(anon);
+            self.last_footprint_kb = foot;
+        }
+    }
+
+    fn add_map(&mut self, m: &FileMapping) {
+        let len = m.end_addr.saturating_sub(m.start_addr);
+        self.maps
+            .entry(m.path.clone())
+            .or_default()
+            .push(ByteRange {
+                start: m.offset_bytes,
+                end: m.offset_bytes + len,
+            });
+    }
+}
+
+fn kill_tree(child: &mut Child, pids: &BTreeSet<u32>, keep_running: bool) {
+    if keep_running {
+        return;
+    }
+    let pgid = child.id() as i32;
+    let signal_all = |sig| {
+        // SAFETY: kill(2) on the app's process group and on its known pids.
+        unsafe {
+            libc::kill(-pgid, sig);
+            for &p in pids {
+                libc::kill(p as i32, sig);
+            }
+        }
+    };
+    if let Ok(Some(_)) = child.try_wait() {
+        // Already gone; children in the group may remain.
+        signal_all(libc::SIGKILL);
+    } else {
+        signal_all(libc::SIGTERM);
+        let until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        signal_all(libc::SIGKILL);
+        let _ = child.wait();
+    }
+    // Reap orphans re-parented to us (we are a child subreaper), only those of the tree.
+    for &p in pids {
+        // SAFETY: non-blocking waitpid on a pid of the tree.
+        unsafe {
+            libc::waitpid(p as i32, std::ptr::null_mut(), libc::WNOHANG);
+        }
+    }
+}
+
+/// Runs `opts.command` and records its launch. Needs root (fanotify
+/// permission events on whole filesystems).
+pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
+    let (prog, args) = opts.command.split_first().ok_or(RecordError::NoCommand)?;
+    if let Readiness::File(f) = &opts.readiness {
+        if f.exists() {
+            return Err(RecordError::ReadyFileExists(f.clone()));
+        }
+    }
+    let watcher =
+        fanotify::Watcher::start(&opts.proc_root, opts.cold).map_err(RecordError::Fanotify)?;
+    let watched: Vec<String> = watcher
+        .marked
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+
+    let mut cmd = Command::new(prog);
+    cmd.args(args).process_group(0);
+    if matches!(opts.readiness, Readiness::Line(_)) {
+        cmd.stdout(Stdio::piped());
+    }
+    let at_unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let start = Instant::now();
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(source) => {
+            let _ = watcher.finish();
+            return Err(RecordError::Spawn {
+                cmd: prog.clone(),
+                source,
+            });
+        }
+    };
+    let (line_tx, line_rx) = mpsc::channel::<()>();
+    if let (Readiness::Line(re), Some(out)) = (&opts.readiness, child.stdout.take()) {
+        let re = re.clone();
+        std::thread::spawn(move || {
+            let mut tx = Some(line_tx);
+            let mut stdout = std::io::stdout();
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                let _ = writeln!(stdout, "{line}");
+                if re.is_match(&line) {
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+            }
+        });
+    }
+
+    let mut samples = Samples::default();
+    let sample_every = Duration::from_millis(opts.sample_ms.max(1));
+    let timeout = Duration::from_millis(opts.timeout_ms);
+    let mut exit_status: Option<ExitStatus> = None;
+    let mut n = 0u64;
+    let outcome: Result<(), RecordError> = loop {
+        // Maps are costlier to read; sample them every 5th tick.
+        samples.take(&opts.proc_root, n == 0);
+        n = (n + 1) % 5;
+        let exited = child.try_wait()?;
+        match &opts.readiness {
+            Readiness::Exit => {
+                if let Some(st) = exited {
+                    exit_status = Some(st);
+                    break Ok(());
+                }
+            }
+            Readiness::File(f) => {
+                if f.exists() {
+                    break Ok(());
+                }
+            }
+            Readiness::Line(_) => {
+                if line_rx.try_recv().is_ok() {
+                    break Ok(());
+                }
+            }
+        }
+        if let (Some(status), false) = (exited, matches!(opts.readiness, Readiness::Exit)) {
+            break Err(RecordError::ExitedEarly { status });
+        }
+        if start.elapsed() >= timeout {
+            break Err(RecordError::Timeout {
+                timeout_ms: opts.timeout_ms,
+            });
+        }
+        std::thread::sleep(sample_every);
+    };
+    let launch_ms = start.elapsed().as_millis() as u64;
+    if outcome.is_ok() && exit_status.is_none() {
+        samples.take(&opts.proc_root, true);
+    }
+    let seen = watcher.finish();
+    let mut pids = samples.pids.clone();
+    if let Ok(s) = &seen {
+        pids.extend(&s.tree_pids);
+    }
+    kill_tree(&mut child, &pids, opts.keep_running && outcome.is_ok());
+    outcome?;
+    let seen = seen?;
+
+    // Residency after the window, for every file the tree opened.
+    let page = residency::page_bytes();
+    let mut summary = RecordSummary {
+        files_seen: seen.files.len(),
+        files_dropped: seen.dropped,
+        processes: pids.len(),
+        samples: samples.count,
+        exit_code: exit_status.and_then(|s| s.code()),
+        watched_mounts: watched,
+        overflowed: seen.overflowed,
+        ..Default::default()
+    };
+    let mut files: Vec<ObservedFile> = Vec::new();
+    let mut seen_paths: BTreeSet<String> = BTreeSet::new();
+    for f in seen.files.into_values() {
+        seen_paths.insert(f.path.clone());
+        if f.path.is_empty() || f.path.ends_with(" (deleted)") {
+            continue;
+        }
+        let reopened;
+        let fd = match &f.fd {
+            Some(fd) => fd.as_fd(),
+            None => match std::fs::File::open(&f.path) {
+                Ok(file) => {
+                    reopened = file;
+                    reopened.as_fd()
+                }
+                Err(_) => continue,
+            },
+        };
+        let meta = std::fs::File::from(fd.try_clone_to_owned()?).metadata()?;
+        if meta.len() != f.size_at_open || (meta.mtime(), meta.mtime_nsec()) != f.mtime_at_open {
+            summary.files_written += 1;
+            continue;
+        }
+        let after = residency::residency(fd, f.size_at_open).unwrap_or_default();
+        let ranges = residency::newly_resident_ranges(&f.before, &after, page, f.size_at_open);
+        if ranges.is_empty() {
+            summary.files_already_cached += 1;
+            continue;
+        }
+        if !f.before_exact {
+            summary.files_late_snapshot += 1;
+        }
+        let first_access_us = f.first_access.saturating_duration_since(start).as_micros() as u64;
+        files.push(ObservedFile {
+            path: f.path,
+            size_bytes: f.size_at_open,
+            first_access_us,
+            ranges,
+        });
+    }
+    // Files reached only through mappings: their resident pages within the mapped ranges.
+    for (path, mapped) in samples.maps {
+        if seen_paths.contains(&path) || path.ends_with(" (deleted)") {
+            continue;
+        }
+        let Ok(file) = std::fs::File::open(&path) else {
+            continue;
+        };
+        let Ok(meta) = file.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        let size = meta.len();
+        let resident = residency::resident_ranges(
+            &residency::residency(file.as_fd(), size).unwrap_or_default(),
+            page,
+            size,
+        );
+        let ranges = residency::intersect(&resident, &coalesce(mapped));
+        if ranges.is_empty() {
+            continue;
+        }
+        summary.files_mapped_only += 1;
+        files.push(ObservedFile {
+            path,
+            size_bytes: size,
+            first_access_us: launch_ms * 1000,
+            ranges,
+        });
+    }
+    files.sort_by(|a, b| {
+        a.first_access_us
+            .cmp(&b.first_access_us)
+            .then(a.path.cmp(&b.path))
+    });
+    summary.files_recorded = files.len();
+    summary.bytes_brought_in = files
+        .iter()
+        .flat_map(|f| f.ranges.iter())
+        .map(ByteRange::len)
+        .sum();
+    Ok(Recording {
+        observation: LaunchObservation {
+            files,
+            anon_launch_bytes: samples.peak_anon_kb * 1024,
+            footprint_after_launch_bytes: samples.last_footprint_kb * 1024,
+            launch_ms,
+            at_unix_ms,
+        },
+        summary,
+    })
+}

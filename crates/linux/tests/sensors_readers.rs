@@ -272,3 +272,17 @@ fn live_kernel_reads() {
         eprintln!("skipped v1 memcg check: no /sys/fs/cgroup/memory");
     }
 }
+
+#[test]
+fn mountinfo_from_real_text() {
+    let text = std::fs::read_to_string(fx("vm6/proc/4242/mountinfo")).unwrap();
+    let m = parse_mountinfo(&text).unwrap();
+    let root = m.iter().find(|m| m.mount_point == Path::new("/")).unwrap();
+    assert_eq!(root.fs_type, "ext4");
+    assert_eq!(root.source, "/dev/vda");
+    assert_eq!(root.dev, "254:0");
+    assert!(m.iter().any(|m| m.fs_type == "cgroup2"));
+    let esc = parse_mountinfo("1 2 0:5 / /mnt/my\\040disk rw - ext4 /dev/sdb1 rw\n").unwrap();
+    assert_eq!(esc[0].mount_point, Path::new("/mnt/my disk"));
+    assert!(parse_mountinfo("1 2 0:5 / /mnt rw ext4\n").is_err());
+}

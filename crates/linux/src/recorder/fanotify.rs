@@ -1,0 +1,405 @@
+//! Which files a process tree opens, and when: a fanotify group with
+//! permission events on every storage-backed filesystem.
+//!
+//! Why permission events (`FAN_OPEN_PERM`, `FAN_OPEN_EXEC_PERM`) rather than
+//! plain notifications: the opening process is blocked until we answer, so
+//! (1) it is alive and its ancestry can be read from /proc even if it is a
+//! short-lived child, (2) the file's page-cache residency can be taken
+//! *before* the app reads a byte of it, which makes "ranges brought in by the
+//! launch" exact, and (3) with `--cold` the file can be dropped from the page
+//! cache before the app's first open proceeds. `FAN_ACCESS` notifications
+//! catch reads through descriptors opened before the window.
+//!
+//! Every event of a process outside the tree is allowed at once. The thread
+//! that answers never opens a path on a marked filesystem (it works on the
+//! event's own descriptor, which fanotify opened without notification), so it
+//! cannot wait on itself. If the recorder dies, the kernel drops the group and
+//! allows every pending open.
+
+use super::residency;
+use crate::readers::{read_mountinfo, read_ppid};
+use std::collections::{BTreeSet, HashMap};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Filesystem types never marked: no storage behind them, or (FUSE) a user
+/// daemon that could deadlock with permission events.
+const SKIP_FS: &[&str] = &[
+    "proc",
+    "sysfs",
+    "devtmpfs",
+    "devpts",
+    "tmpfs",
+    "ramfs",
+    "cgroup",
+    "cgroup2",
+    "mqueue",
+    "debugfs",
+    "tracefs",
+    "securityfs",
+    "pstore",
+    "bpf",
+    "autofs",
+    "hugetlbfs",
+    "configfs",
+    "fusectl",
+    "binfmt_misc",
+    "nsfs",
+    "efivarfs",
+    "rpc_pipefs",
+    "selinuxfs",
+];
+
+/// A file the tree opened (or read) during the window.
+#[derive(Debug)]
+pub(crate) struct SeenFile {
+    /// Path at first open (from the event descriptor).
+    pub path: String,
+    /// The event's descriptor, kept to measure residency after the window
+    /// (None when the descriptor cap was reached; the path is reopened then).
+    pub fd: Option<OwnedFd>,
+    /// Size at first open, bytes.
+    pub size_at_open: u64,
+    /// Modification time at first open (seconds, nanoseconds).
+    pub mtime_at_open: (i64, i64),
+    /// When the first event of the tree on this file was handled.
+    pub first_access: Instant,
+    /// Residency before the tree's first open (one flag per page).
+    pub before: Vec<u8>,
+    /// True when `before` was taken while the opener was blocked (exact).
+    pub before_exact: bool,
+}
+
+/// What the watcher saw.
+#[derive(Debug, Default)]
+pub(crate) struct WatchResult {
+    /// Files of the tree, keyed by (device, inode).
+    pub files: HashMap<(u64, u64), SeenFile>,
+    /// Processes found to belong to the tree.
+    pub tree_pids: BTreeSet<u32>,
+    /// Events handled (all processes).
+    pub events: u64,
+    /// The notification queue overflowed (some `FAN_ACCESS` events lost).
+    pub overflowed: bool,
+    /// Files dropped from the page cache at first open (`--cold`).
+    pub dropped: u64,
+}
+
+/// A running watcher thread.
+pub(crate) struct Watcher {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<io::Result<WatchResult>>,
+    /// Mount points whose filesystems are marked.
+    pub marked: Vec<PathBuf>,
+}
+
+fn last_err(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// Raises the soft open-file limit to the hard limit; returns the new soft limit.
+fn raise_nofile() -> u64 {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit on a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) != 0 {
+            return 1024;
+        }
+        if rl.rlim_cur < rl.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: rl.rlim_max,
+                rlim_max: rl.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                rl.rlim_cur = rl.rlim_max;
+            }
+        }
+    }
+    rl.rlim_cur
+}
+
+impl Watcher {
+    /// Creates the fanotify group, marks every storage-backed filesystem and
+    /// starts answering events. Descendants of this process (the recorder is
+    /// made a child subreaper, so orphans stay descendants) form the tree.
+    pub fn start(proc_root: &Path, cold: bool) -> io::Result<Self> {
+        // SAFETY: plain syscalls; results checked.
+        let raw = unsafe {
+            libc::fanotify_init(
+                libc::FAN_CLASS_CONTENT
+                    | libc::FAN_CLOEXEC
+                    | libc::FAN_NONBLOCK
+                    | libc::FAN_UNLIMITED_QUEUE,
+                (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC) as libc::c_uint,
+            )
+        };
+        if raw < 0 {
+            return Err(last_err(
+                "fanotify not available (fanotify_init with permission events needs root and \
+                 CONFIG_FANOTIFY_ACCESS_PERMISSIONS)",
+            ));
+        }
+        // SAFETY: raw is a fresh descriptor we own.
+        let fan = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mask = libc::FAN_OPEN_PERM | libc::FAN_OPEN_EXEC_PERM | libc::FAN_ACCESS;
+        let mounts = read_mountinfo(proc_root).map_err(io::Error::other)?;
+        let mut devs = BTreeSet::new();
+        let mut marked = Vec::new();
+        for m in mounts {
+            if SKIP_FS.contains(&m.fs_type.as_str()) || m.fs_type.starts_with("fuse") {
+                continue;
+            }
+            if !devs.insert(m.dev.clone()) {
+                continue;
+            }
+            let Ok(c) = std::ffi::CString::new(m.mount_point.as_os_str().as_encoded_bytes()) else {
+                continue;
+            };
+            // SAFETY: valid fanotify fd and NUL-terminated path.
+            let rc = unsafe {
+                libc::fanotify_mark(
+                    fan.as_raw_fd(),
+                    libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM,
+                    mask,
+                    libc::AT_FDCWD,
+                    c.as_ptr(),
+                )
+            };
+            if rc == 0 {
+                marked.push(m.mount_point);
+            } else {
+                tracing::warn!(
+                    mount = %m.mount_point.display(),
+                    fs = %m.fs_type,
+                    error = %io::Error::last_os_error(),
+                    "cannot watch this filesystem; files on it will not be recorded"
+                );
+            }
+        }
+        if marked.is_empty() {
+            return Err(io::Error::other(
+                "fanotify: no filesystem could be marked (FAN_MARK_FILESYSTEM needs CAP_SYS_ADMIN)",
+            ));
+        }
+        // SAFETY: prctl with documented arguments.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+        let keep_cap = raise_nofile().saturating_sub(256) as usize;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let proc_root = proc_root.to_path_buf();
+        let handle = std::thread::Builder::new()
+            .name("appflow-fanotify".into())
+            .spawn(move || event_loop(fan, &proc_root, cold, keep_cap, &stop2))?;
+        Ok(Self {
+            stop,
+            handle,
+            marked,
+        })
+    }
+
+    /// Stops answering (after draining pending events) and returns what was seen.
+    pub fn finish(self) -> io::Result<WatchResult> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle
+            .join()
+            .map_err(|_| io::Error::other("fanotify thread panicked"))?
+    }
+}
+
+fn allow(fan: RawFd, fd: RawFd) {
+    let resp = libc::fanotify_response {
+        fd,
+        response: libc::FAN_ALLOW,
+    };
+    // SAFETY: writes a fanotify_response to the fanotify descriptor.
+    unsafe {
+        libc::write(
+            fan,
+            &resp as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::fanotify_response>(),
+        );
+    }
+}
+
+/// True when `pid` descends from this process (and is not this process).
+fn in_tree(proc_root: &Path, pid: u32, self_pid: u32, known: &mut BTreeSet<u32>) -> bool {
+    if pid == self_pid || pid == 0 {
+        return false;
+    }
+    if known.contains(&pid) {
+        return true;
+    }
+    let mut chain = vec![pid];
+    let mut cur = pid;
+    for _ in 0..128 {
+        let Ok(ppid) = read_ppid(proc_root, cur) else {
+            return false;
+        };
+        if ppid == self_pid || known.contains(&ppid) {
+            known.extend(chain);
+            return true;
+        }
+        if ppid <= 1 {
+            return false;
+        }
+        chain.push(ppid);
+        cur = ppid;
+    }
+    false
+}
+
+fn event_loop(
+    fan: OwnedFd,
+    proc_root: &Path,
+    cold: bool,
+    keep_cap: usize,
+    stop: &AtomicBool,
+) -> io::Result<WatchResult> {
+    let self_pid = std::process::id();
+    let mut res = WatchResult::default();
+    let mut kept = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
+    let meta_len = std::mem::size_of::<libc::fanotify_event_metadata>();
+    loop {
+        let stopping = stop.load(Ordering::SeqCst);
+        let mut pfd = libc::pollfd {
+            fd: fan.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, if stopping { 0 } else { 10 }) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            if stopping {
+                return Ok(res);
+            }
+            continue;
+        }
+        // SAFETY: reading into our buffer.
+        let len = unsafe { libc::read(fan.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if len < 0 {
+            let e = io::Error::last_os_error();
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) {
+                continue;
+            }
+            return Err(e);
+        }
+        let len = len as usize;
+        let mut off = 0usize;
+        while off + meta_len <= len {
+            // SAFETY: the kernel wrote a whole fanotify_event_metadata at `off`
+            // (event_len checked below); read_unaligned copes with alignment.
+            let m: libc::fanotify_event_metadata =
+                unsafe { std::ptr::read_unaligned(buf.as_ptr().add(off).cast()) };
+            if m.event_len as usize == 0 || off + m.event_len as usize > len {
+                break;
+            }
+            off += m.event_len as usize;
+            res.events += 1;
+            if m.vers != libc::FANOTIFY_METADATA_VERSION {
+                return Err(io::Error::other(format!(
+                    "fanotify metadata version {} (expected {})",
+                    m.vers,
+                    libc::FANOTIFY_METADATA_VERSION
+                )));
+            }
+            if m.mask & libc::FAN_Q_OVERFLOW != 0 {
+                res.overflowed = true;
+                continue;
+            }
+            if m.fd < 0 {
+                continue;
+            }
+            // SAFETY: the kernel gave us this descriptor; we own it now.
+            let efd = unsafe { OwnedFd::from_raw_fd(m.fd) };
+            let perm = m.mask & (libc::FAN_OPEN_PERM | libc::FAN_OPEN_EXEC_PERM) != 0;
+            let pid = m.pid as u32;
+            if !in_tree(proc_root, pid, self_pid, &mut res.tree_pids) {
+                if perm {
+                    allow(fan.as_raw_fd(), m.fd);
+                }
+                continue;
+            }
+            let keep = handle_tree_event(&mut res, &efd, proc_root, cold, perm, kept < keep_cap);
+            if perm {
+                allow(fan.as_raw_fd(), m.fd);
+            }
+            if let Some((key, true)) = keep {
+                kept += 1;
+                if let Some(f) = res.files.get_mut(&key) {
+                    f.fd = Some(efd);
+                }
+            }
+        }
+    }
+}
+
+/// Registers the file of a tree event the first time it is seen: takes its
+/// residency (after dropping it when `cold`). Returns the file key and
+/// whether the descriptor should be kept.
+fn handle_tree_event(
+    res: &mut WatchResult,
+    efd: &OwnedFd,
+    proc_root: &Path,
+    cold: bool,
+    perm: bool,
+    may_keep: bool,
+) -> Option<((u64, u64), bool)> {
+    let now = Instant::now();
+    // SAFETY: fstat into a zeroed struct on a valid descriptor.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(efd.as_raw_fd(), &mut st) } != 0 {
+        return None;
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    let key = (st.st_dev, st.st_ino);
+    if res.files.contains_key(&key) {
+        return None;
+    }
+    let link = proc_root
+        .join("self")
+        .join("fd")
+        .join(efd.as_raw_fd().to_string());
+    let path = std::fs::read_link(&link)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let size = st.st_size.max(0) as u64;
+    if cold && perm && size > 0 && residency::drop_from_cache(efd.as_fd()).is_ok() {
+        res.dropped += 1;
+    }
+    let before = residency::residency(efd.as_fd(), size).unwrap_or_default();
+    res.files.insert(
+        key,
+        SeenFile {
+            path,
+            fd: None,
+            size_at_open: size,
+            mtime_at_open: (st.st_mtime, st.st_mtime_nsec),
+            first_access: now,
+            before,
+            before_exact: perm,
+        },
+    );
+    Some((key, may_keep))
+}
