@@ -826,6 +826,7 @@ fn measure_all(
                             foreground_killed: false,
                             survivors: 0,
                             preload_peak_bytes: 0,
+                            daemon_standby_peak_bytes: None,
                             zram: (0, 0),
                             timeline: vec![],
                             error: None,

@@ -139,6 +139,13 @@ pub fn build(
                 "read_ios": total.read_ios / n,
             }),
         );
+        let dpeak: Vec<u64> = ok.iter().filter_map(|m| m.daemon_standby_peak_bytes).collect();
+        if !dpeak.is_empty() {
+            extra.insert(
+                "daemon_standby_bytes_peak".into(),
+                json!(dpeak.iter().max().copied().unwrap_or(0)),
+            );
+        }
         extra.insert(
             "zram_orig_bytes_max".into(),
             json!(ok.iter().map(|m| m.zram.0).max().unwrap_or(0)),
@@ -312,6 +319,7 @@ mod tests {
             foreground_killed: false,
             survivors: 4,
             preload_peak_bytes: 7,
+            daemon_standby_peak_bytes: None,
             zram: (1, 2),
             timeline: vec![],
             error: None,

@@ -250,8 +250,10 @@ pub struct Measurement {
     /// Background apps alive at the end of the load (multitask: end of round 1).
     pub survivors: u64,
     /// Peak resident bytes of files of apps not launched yet in the session
-    /// (what the preloader holds; measured with mincore).
+    /// (what the preloader holds, readahead included; measured with mincore).
     pub preload_peak_bytes: u64,
+    /// Peak standby bytes the daemon reports holding (status `preload.standby_bytes`).
+    pub daemon_standby_peak_bytes: Option<u64>,
     /// zram: (original bytes, compressed pool bytes) at the end of the load.
     pub zram: (u64, u64),
     /// Timeline of one target launch.
@@ -272,6 +274,7 @@ pub struct Session<'a> {
     killed: Vec<String>,
     fg_killed: bool,
     preload_peak: u64,
+    daemon_standby_peak: Option<u64>,
     start: counters::Sample,
 }
 
@@ -292,6 +295,7 @@ impl<'a> Session<'a> {
             killed: Vec::new(),
             fg_killed: false,
             preload_peak: 0,
+            daemon_standby_peak: None,
             start,
         };
         if policy.needs_daemon() {
@@ -331,6 +335,14 @@ impl<'a> Session<'a> {
             }
         }
         self.preload_peak = self.preload_peak.max(b);
+        if let Some(d) = &self.daemon {
+            if let Ok(v) = d.request(r#"{"cmd":"status"}"#) {
+                let held = v["preload"]["standby_bytes"].as_u64();
+                if let Some(h) = held {
+                    self.daemon_standby_peak = Some(self.daemon_standby_peak.unwrap_or(0).max(h));
+                }
+            }
+        }
     }
 
     /// Brings `app` to the foreground: a cold launch if it is not running,
@@ -422,7 +434,6 @@ impl<'a> Session<'a> {
         if let Some(mut p) = self.procs.remove(app) {
             p.stop();
         }
-        self.ever.remove(app);
         self.fg = None;
         let mut r = self.launch(app, None)?;
         r.kind = LaunchKind::Oracle;
@@ -471,7 +482,7 @@ impl<'a> Session<'a> {
     }
 
     /// Ends the session: stops the daemon (it restores its settings), then every app.
-    pub fn end(mut self) -> Result<(Delta, Vec<String>, bool, u64)> {
+    pub fn end(mut self) -> Result<(Delta, Vec<String>, bool, u64, Option<u64>)> {
         self.reap();
         let delta = counters::delta(&self.start, &self.bed.sample());
         if let Some(mut d) = self.daemon.take() {
@@ -483,7 +494,13 @@ impl<'a> Session<'a> {
         for (_, mut p) in std::mem::take(&mut self.procs) {
             p.stop();
         }
-        Ok((delta, self.killed.clone(), self.fg_killed, self.preload_peak))
+        Ok((
+            delta,
+            self.killed.clone(),
+            self.fg_killed,
+            self.preload_peak,
+            self.daemon_standby_peak,
+        ))
     }
 }
 
@@ -632,6 +649,7 @@ fn measurement(policy: Policy, rep: u32) -> Measurement {
         foreground_killed: false,
         survivors: 0,
         preload_peak_bytes: 0,
+        daemon_standby_peak_bytes: None,
         zram: (0, 0),
         timeline: Vec::new(),
         error: None,
@@ -639,7 +657,8 @@ fn measurement(policy: Policy, rep: u32) -> Measurement {
 }
 
 fn finish(m: &mut Measurement, s: Session<'_>) -> Result<()> {
-    let (delta, killed, fg, peak) = s.end()?;
+    let (delta, killed, fg, peak, dpeak) = s.end()?;
+    m.daemon_standby_peak_bytes = dpeak;
     m.delta = delta;
     m.killed = killed;
     m.foreground_killed = fg;
@@ -667,12 +686,13 @@ pub fn run_target(
             m.load_launches.push(s.launch(b, None)?);
         }
         s.settle(settle)?;
-        m.survivors = s.alive_background();
         m.zram = s.zram();
         s.checkpoint_preload();
         let mut tl = Vec::new();
         m.launches.push(s.launch(target, Some(&mut tl))?);
         m.timeline = tl;
+        // Background apps (the load) still alive after the target launched.
+        m.survivors = s.alive_background();
     }
     finish(&mut m, s)?;
     Ok(m)
