@@ -12,6 +12,24 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// The daemon's default state directory.
 const DEFAULT_STATE_DIR: &str = "/var/lib/appflow";
 
+/// Appends a line to an output buffer (printed at once by [`emit`]).
+macro_rules! out {
+    ($o:expr, $($t:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($o, $($t)*);
+    }};
+}
+
+/// Prints command output; a closed pipe (`appflow apps | head`) is not an error.
+fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
 /// Output format of data commands.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Format {
@@ -191,6 +209,7 @@ pub fn run_record(a: RecordArgs) -> anyhow::Result<()> {
     };
     let obs = &rec.observation;
     let s = &rec.summary;
+    let mut o = String::new();
     match a.format {
         Format::Json => {
             let v = serde_json::json!({
@@ -203,7 +222,7 @@ pub fn run_record(a: RecordArgs) -> anyhow::Result<()> {
                 "profile_path": saved.as_ref().map(|(p, _)| p.display().to_string()),
                 "profile_launches": saved.as_ref().map(|(_, p)| p.launches),
             });
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            out!(o, "{}", serde_json::to_string_pretty(&v)?);
         }
         Format::Table => {
             let exit = match s.exit_code {
@@ -211,8 +230,13 @@ pub fn run_record(a: RecordArgs) -> anyhow::Result<()> {
                 None if matches!(opts.readiness, Readiness::Exit) => ", killed by a signal".into(),
                 None => String::new(),
             };
-            println!("recorded launch of {} ({} ms{exit})", a.app, obs.launch_ms);
-            println!(
+            out!(
+                o,
+                "recorded launch of {} ({} ms{exit})",
+                a.app,
+                obs.launch_ms
+            );
+            out!(o,
                 "  files        {} recorded (of {} opened: {} already cached, {} written, {} dropped first; {} mapped-only)",
                 s.files_recorded,
                 s.files_seen,
@@ -221,21 +245,25 @@ pub fn run_record(a: RecordArgs) -> anyhow::Result<()> {
                 s.files_dropped,
                 s.files_mapped_only
             );
-            println!("  brought in   {}", fmt_bytes(s.bytes_brought_in));
-            println!(
+            out!(o, "  brought in   {}", fmt_bytes(s.bytes_brought_in));
+            out!(
+                o,
                 "  M_sum        {} (anonymous memory of the launch)",
                 fmt_bytes(obs.anon_launch_bytes)
             );
-            println!(
+            out!(
+                o,
                 "  baseline     {} (footprint after launch)",
                 fmt_bytes(obs.footprint_after_launch_bytes)
             );
-            println!(
+            out!(
+                o,
                 "  processes    {} ({} memory samples)",
-                s.processes, s.samples
+                s.processes,
+                s.samples
             );
             if s.files_late_snapshot > 0 || s.overflowed {
-                println!(
+                out!(o,
                     "  note         {} files first seen by a read notification (ranges may be short){}",
                     s.files_late_snapshot,
                     if s.overflowed { "; notification queue overflowed" } else { "" }
@@ -243,7 +271,8 @@ pub fn run_record(a: RecordArgs) -> anyhow::Result<()> {
             }
             for f in obs.files.iter().take(10) {
                 let t: u64 = f.ranges.iter().map(|r| r.len()).sum();
-                println!(
+                out!(
+                    o,
                     "  {:>9.1} ms  {:>10} of {:>10}  {}",
                     f.first_access_us as f64 / 1000.0,
                     fmt_bytes(t),
@@ -252,25 +281,27 @@ pub fn run_record(a: RecordArgs) -> anyhow::Result<()> {
                 );
             }
             if obs.files.len() > 10 {
-                println!(
+                out!(
+                    o,
                     "  ... {} more (appflow apps show {})",
                     obs.files.len() - 10,
                     a.app
                 );
             }
             match &saved {
-                Some((path, p)) => println!(
+                Some((path, p)) => out!(
+                    o,
                     "profile {}: {} launches, {} files, {} in launch ranges",
                     path.display(),
                     p.launches,
                     p.active_files().len(),
                     fmt_bytes(p.file_bytes())
                 ),
-                None => println!("dry run: profile not updated"),
+                None => out!(o, "dry run: profile not updated"),
             }
         }
     }
-    Ok(())
+    emit(&o)
 }
 
 fn now_unix_ms() -> u64 {
@@ -296,14 +327,12 @@ fn profile_row(p: &LaunchProfile) -> serde_json::Value {
 /// Runs `appflow apps` and `appflow apps show`.
 pub fn run_apps(a: AppsArgs) -> anyhow::Result<()> {
     let store = ProfileStore::open(&a.state_dir);
+    let mut o = String::new();
     match a.cmd {
         None => {
             let (profiles, skipped) = store
                 .load_all()
                 .with_context(|| format!("reading profiles in {}", store.dir().display()))?;
-            for (path, e) in &skipped {
-                eprintln!("warning: skipped {}: {e}", path.display());
-            }
             match a.format {
                 Format::Json => {
                     let v = serde_json::json!({
@@ -312,30 +341,45 @@ pub fn run_apps(a: AppsArgs) -> anyhow::Result<()> {
                             "path": p.display().to_string(), "error": e.to_string()
                         })).collect::<Vec<_>>(),
                     });
-                    println!("{}", serde_json::to_string_pretty(&v)?);
+                    out!(o, "{}", serde_json::to_string_pretty(&v)?);
                 }
                 Format::Table => {
                     if profiles.is_empty() {
-                        println!("no profiles in {}", store.dir().display());
-                        return Ok(());
+                        out!(o, "no profiles in {}", store.dir().display());
+                    } else {
+                        out!(
+                            o,
+                            "{:<24} {:>8} {:>6} {:>11} {:>11} {:>11} {:>9}  last use",
+                            "app",
+                            "launches",
+                            "files",
+                            "file bytes",
+                            "M_sum",
+                            "baseline",
+                            "launch ms"
+                        );
+                        for p in &profiles {
+                            out!(
+                                o,
+                                "{:<24} {:>8} {:>6} {:>11} {:>11} {:>11} {:>9}  {}",
+                                p.app,
+                                p.launches,
+                                p.active_files().len(),
+                                fmt_bytes(p.file_bytes()),
+                                fmt_bytes(p.anon_launch_bytes),
+                                fmt_bytes(p.relaunch_footprint_bytes),
+                                p.last_launch_ms,
+                                p.last_used_unix_ms()
+                                    .map(|t| age(now_unix_ms(), t))
+                                    .unwrap_or_else(|| "never".into())
+                            );
+                        }
                     }
-                    println!(
-                        "{:<24} {:>8} {:>6} {:>11} {:>11} {:>11} {:>9}  last use",
-                        "app", "launches", "files", "file bytes", "M_sum", "baseline", "launch ms"
-                    );
-                    for p in &profiles {
-                        println!(
-                            "{:<24} {:>8} {:>6} {:>11} {:>11} {:>11} {:>9}  {}",
-                            p.app,
-                            p.launches,
-                            p.active_files().len(),
-                            fmt_bytes(p.file_bytes()),
-                            fmt_bytes(p.anon_launch_bytes),
-                            fmt_bytes(p.relaunch_footprint_bytes),
-                            p.last_launch_ms,
-                            p.last_used_unix_ms()
-                                .map(|t| age(now_unix_ms(), t))
-                                .unwrap_or_else(|| "never".into())
+                    if !skipped.is_empty() {
+                        out!(
+                            o,
+                            "{} profile file(s) skipped as corrupt or foreign (see the warnings on stderr)",
+                            skipped.len()
                         );
                     }
                 }
@@ -350,12 +394,12 @@ pub fn run_apps(a: AppsArgs) -> anyhow::Result<()> {
                 ))
             })?;
             match a.format {
-                Format::Json => println!("{}", p.to_json()),
-                Format::Table => show_table(&p),
+                Format::Json => out!(o, "{}", p.to_json()),
+                Format::Table => show_table(&mut o, &p),
             }
         }
     }
-    Ok(())
+    emit(&o)
 }
 
 fn age(now: u64, t: u64) -> String {
@@ -369,28 +413,39 @@ fn age(now: u64, t: u64) -> String {
     format!("{} ({rel})", fmt_unix_ms(t))
 }
 
-fn show_table(p: &LaunchProfile) {
-    println!("app              {}", p.app);
-    println!("launches         {}", p.launches);
+fn show_table(o: &mut String, p: &LaunchProfile) {
+    out!(o, "app              {}", p.app);
+    out!(o, "launches         {}", p.launches);
     if let Some(t) = p.last_used_unix_ms() {
-        println!("last use         {}", age(now_unix_ms(), t));
+        out!(o, "last use         {}", age(now_unix_ms(), t));
     }
-    println!("last launch      {} ms", p.last_launch_ms);
-    println!("M_sum            {}", fmt_bytes(p.anon_launch_bytes));
-    println!("baseline         {}", fmt_bytes(p.relaunch_footprint_bytes));
+    out!(o, "last launch      {} ms", p.last_launch_ms);
+    out!(o, "M_sum            {}", fmt_bytes(p.anon_launch_bytes));
+    out!(
+        o,
+        "baseline         {}",
+        fmt_bytes(p.relaunch_footprint_bytes)
+    );
     let active = p.active_files();
-    println!(
+    out!(
+        o,
         "files            {} in launch ranges ({} in the profile), {} in launch ranges",
         active.len(),
         p.files.len(),
         fmt_bytes(p.file_bytes())
     );
-    println!(
+    out!(
+        o,
         "{:>4} {:>11} {:>11} {:>11} {:>8}  path",
-        "#", "first ms", "size", "touched", "ranges"
+        "#",
+        "first ms",
+        "size",
+        "touched",
+        "ranges"
     );
     for (i, f) in active.iter().enumerate() {
-        println!(
+        out!(
+            o,
             "{:>4} {:>11.1} {:>11} {:>11} {:>8}  {}",
             i + 1,
             f.first_access_us as f64 / 1000.0,
@@ -432,6 +487,7 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
     };
     let (small, large) = SPEEDUP_BLOCKS;
     let speedup = cal.curve.speedup(small, large);
+    let mut o = String::new();
     match a.format {
         Format::Json => {
             let v = serde_json::json!({
@@ -443,32 +499,34 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
                 "speedup_4k_to_512k": speedup,
                 "saved": saved.as_ref().map(|p| p.display().to_string()),
             });
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            out!(o, "{}", serde_json::to_string_pretty(&v)?);
         }
         Format::Table => {
-            println!(
+            out!(
+                o,
                 "read throughput on {} ({}, {} MiB test file)",
                 a.dir.display(),
                 cal.method,
                 a.size_mib
             );
-            println!("{:>10} {:>12} {:>12}", "block", "MiB/s", "MiB read");
+            out!(o, "{:>10} {:>12} {:>12}", "block", "MiB/s", "MiB read");
             for (pt, read) in cal.curve.points().iter().zip(&cal.bytes_read) {
-                println!(
+                out!(
+                    o,
                     "{:>10} {:>12.1} {:>12.1}",
                     fmt_bytes(pt.block_bytes),
                     pt.bytes_per_sec / MIB as f64,
                     *read as f64 / MIB as f64
                 );
             }
-            println!("speedup 512 KiB vs 4 KiB: {speedup:.1}x");
+            out!(o, "speedup 512 KiB vs 4 KiB: {speedup:.1}x");
             match saved {
-                Some(p) => println!("stored {}", p.display()),
-                None => println!("dry run: curve not stored"),
+                Some(p) => out!(o, "stored {}", p.display()),
+                None => out!(o, "dry run: curve not stored"),
             }
         }
     }
-    Ok(())
+    emit(&o)
 }
 
 #[cfg(test)]
