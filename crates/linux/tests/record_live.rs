@@ -13,6 +13,9 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+/// Recordings watch every descendant of this process: run them one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * 1024;
 const ANON_MIB: usize = 48;
@@ -126,6 +129,7 @@ fn records_a_real_launch() {
         eprintln!("skipped: {why}");
         return;
     }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // Files on the storage filesystem of the build tree (not tmpfs).
     let base = tempfile::Builder::new()
         .prefix("record-live")
@@ -221,4 +225,82 @@ fn records_a_real_launch() {
     let loaded = store.load("probe").unwrap().unwrap();
     assert!(loaded.files.iter().any(|f| f.path.ends_with("small.bin")));
     assert_eq!(loaded.anon_launch_bytes, obs.anon_launch_bytes);
+}
+
+#[test]
+fn ready_file_exit_and_timeout() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let base = tempfile::Builder::new()
+        .prefix("record-ready")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let data = base.path().join("data.bin");
+    write_file(&data, 200 * KIB);
+    let ready = base.path().join("ready");
+
+    // Readiness by file; the app keeps running and is stopped after the window.
+    let mut opts = RecordOptions::new(vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "cat {} > /dev/null; touch {}; echo $$ > {}.pid; exec sleep 20",
+            data.display(),
+            ready.display(),
+            ready.display()
+        ),
+    ]);
+    opts.readiness = Readiness::File(ready.clone());
+    opts.cold = true;
+    let t0 = std::time::Instant::now();
+    let rec = record_launch(&opts).unwrap();
+    assert!(
+        t0.elapsed().as_secs() < 10,
+        "window did not end at readiness"
+    );
+    let f = rec
+        .observation
+        .files
+        .iter()
+        .find(|f| f.path == data.display().to_string())
+        .expect("data file recorded");
+    assert_eq!(touched(&f.ranges), 200 * KIB);
+    let pid: i32 = std::fs::read_to_string(format!("{}.pid", ready.display()))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    if pid > 0 {
+        // SAFETY: signal 0 only checks existence.
+        assert_ne!(
+            unsafe { libc::kill(pid, 0) },
+            0,
+            "app left running after the window"
+        );
+    }
+    // The ready file exists now: a second recording refuses to start.
+    assert!(record_launch(&opts).is_err());
+
+    // Readiness by exit: the exit code is reported.
+    let mut opts = RecordOptions::new(vec!["sh".into(), "-c".into(), "exit 3".into()]);
+    opts.readiness = Readiness::Exit;
+    let rec = record_launch(&opts).unwrap();
+    assert_eq!(rec.summary.exit_code, Some(3));
+
+    // Timeout: error, app killed, nothing recorded.
+    let mut opts = RecordOptions::new(vec!["sleep".into(), "30".into()]);
+    opts.timeout_ms = 300;
+    let t0 = std::time::Instant::now();
+    let e = record_launch(&opts).unwrap_err();
+    assert!(e.to_string().contains("not ready within 300 ms"), "{e}");
+    assert!(t0.elapsed().as_secs() < 5);
+
+    // A command that does not exist.
+    let opts = RecordOptions::new(vec!["/nonexistent/app".into()]);
+    assert!(record_launch(&opts)
+        .unwrap_err()
+        .to_string()
+        .contains("cannot start"));
 }
