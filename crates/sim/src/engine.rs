@@ -126,8 +126,10 @@ pub struct Counters {
     pub refault_file_pages: u64,
     /// Swapped pages faulted back.
     pub refault_anon_pages: u64,
-    /// Peak pages held by the preloader (standby + protected stream).
+    /// Peak pages of the before-launch standby set (bounded by M_p).
     pub preload_peak_pages: u64,
+    /// Peak pages of a launch-time stream held for the launching app.
+    pub stream_peak_pages: u64,
     /// Pages read by the preloader / prefetcher.
     pub preload_read_pages: u64,
     /// Pages read by the apps themselves.
@@ -371,6 +373,12 @@ impl<'a> Sim<'a> {
         self.dram_pages.saturating_sub(used)
     }
 
+    /// M_aval as the policies see it: free memory plus page cache that
+    /// reclaim may drop (like MemAvailable; the same value the daemon reads).
+    pub fn avail_pages(&self) -> u64 {
+        self.free_pages() + self.reclaimable_file()
+    }
+
     fn min_pages(&self) -> u64 {
         self.dev.wmark_min_bytes / PAGE_BYTES
     }
@@ -421,17 +429,27 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 
-    /// Bytes held by the preloader (standby set + protected launch stream).
+    /// Pages held by the preloader before launch (the standby set).
+    pub fn standby_pages(&self) -> u64 {
+        self.st.iter().map(|s| s.sum[Holder::Held as usize]).sum()
+    }
+
+    /// Pages held by the preloader: standby set + the launch stream of the launching app.
     pub fn preload_held_pages(&self) -> u64 {
-        let held: u64 = self.st.iter().map(|s| s.sum[Holder::Held as usize]).sum();
-        let stream = if self.pol.preloader == Preloader::Sfp {
-            self.launching
-                .map(|a| self.st[a].sum[Holder::Stream as usize])
-                .unwrap_or(0)
-        } else {
-            0
-        };
-        held + stream
+        let stream = self
+            .launching
+            .map(|a| self.st[a].sum[Holder::Stream as usize])
+            .unwrap_or(0);
+        self.standby_pages() + stream
+    }
+
+    fn note_preload_peak(&mut self) {
+        let standby = self.standby_pages();
+        self.counters.preload_peak_pages = self.counters.preload_peak_pages.max(standby);
+        if let Some(a) = self.launching {
+            let st = self.st[a].sum[Holder::Stream as usize];
+            self.counters.stream_peak_pages = self.counters.stream_peak_pages.max(st);
+        }
     }
 
     /// The foreground app, if any.
@@ -492,7 +510,8 @@ impl<'a> Sim<'a> {
             Holder::Stream => launching,
             // Efficiency-first never takes preloaded or launch-in-progress files (§4.2.1).
             Holder::Held => self.mode == ReclaimMode::EfficiencyFirst,
-            Holder::Own => launching && self.mode == ReclaimMode::EfficiencyFirst,
+            // Pages the app has read itself are ordinary page cache.
+            Holder::Own => false,
         }
     }
 
@@ -508,9 +527,6 @@ impl<'a> Sim<'a> {
             let s = &self.st[a];
             if self.file_protected(a, Holder::Stream) {
                 protected += s.sum[Holder::Stream as usize];
-            }
-            if self.file_protected(a, Holder::Own) {
-                protected += s.sum[Holder::Own as usize];
             }
         }
         self.file_total.saturating_sub(protected)
@@ -534,10 +550,10 @@ impl<'a> Sim<'a> {
         let order: Vec<usize> = self.lru.clone();
         let fg = self.fg;
         // 1. background apps, oldest first: their own pages and other cache.
-        for pass in 0..4 {
+        'passes: for pass in 0..4 {
             for &a in &order {
                 if got >= n {
-                    return got;
+                    break 'passes;
                 }
                 let is_fg = Some(a) == fg || Some(a) == self.launching;
                 let holders: &[Holder] = match pass {
@@ -691,8 +707,8 @@ impl<'a> Sim<'a> {
                 *t_ms = 0.0;
                 break;
             }
-            let free = self.free_pages();
-            got += free.saturating_sub(min).min(n - got);
+            // Nothing is committed until the caller takes the pages.
+            got = self.free_pages().saturating_sub(min).min(n);
         }
         self.alloc_in_tick += got;
         got
@@ -828,8 +844,7 @@ impl<'a> Sim<'a> {
                         let (some10, _) = self.psi(PSI_BUCKETS);
                         let p = PressureState {
                             now_ms: self.now_us / 1000,
-                            avail_bytes: (self.free_pages() + self.reclaimable_file())
-                                * PAGE_BYTES,
+                            avail_bytes: self.avail_pages() * PAGE_BYTES,
                             total_bytes: self.dev.dram_bytes,
                             anon_bytes: self.anon_total * PAGE_BYTES,
                             file_bytes: self.file_total * PAGE_BYTES,
@@ -1012,8 +1027,7 @@ impl<'a> Sim<'a> {
             }
             self.st[a].fix_sums();
         }
-        let held = self.preload_held_pages();
-        self.counters.preload_peak_pages = self.counters.preload_peak_pages.max(held);
+        self.note_preload_peak();
         used
     }
 
@@ -1170,23 +1184,66 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Read rate at a block size, pages per ms.
+    fn rate_ppm(&self, block_bytes: u64) -> f64 {
+        self.dev.read_curve.throughput(block_bytes) / PAGE_BYTES as f64 / 1000.0
+    }
+
+    /// The flash's full rate (its largest-block throughput), pages per ms.
+    fn device_ppm(&self) -> f64 {
+        let last = self.dev.read_curve.points().last().expect("curve has points");
+        last.bytes_per_sec / PAGE_BYTES as f64 / 1000.0
+    }
+
+    /// The block size of the app's current read, if it is reading.
+    fn app_block(&self, l: &Launch) -> Option<u64> {
+        let m = &self.models[l.app];
+        match l.phases.get(l.pos) {
+            Some(Phase::Read { k, frac }) => {
+                for b in [SMALL, LARGE] {
+                    let want = (m.chunk_pages[*k][b] as f64 * frac).ceil() as u64;
+                    if want > self.st[l.app].cached(*k, b) {
+                        return Some(if b == SMALL {
+                            m.small_block_bytes[*k]
+                        } else {
+                            self.dev.readahead_bytes
+                        });
+                    }
+                }
+                None
+            }
+            Some(Phase::SwapIn { flash, .. }) if *flash > 0 => Some(32 * KIB),
+            _ => None,
+        }
+    }
+
     /// One 5 ms step of a launch. Returns the completion time when the
     /// launch finished within the step.
+    ///
+    /// Storage model: a reader of block size b gets at most curve(b) (one
+    /// request in flight); the device's capacity is its large-block rate,
+    /// shared by all readers. Small reads therefore leave capacity idle
+    /// (§2.2.1: 79 % of the bandwidth unused during app switches), which
+    /// the idle-class preload worker may use. Normal-priority readers (the
+    /// app, Paralfetch) are scaled down together when they exceed capacity.
     fn step_launch(&mut self, l: &mut Launch) -> Option<u64> {
         let a = l.app;
         let dt = STEP_MS;
-        let app_io = self.app_wants_io(l);
-        let pf_io = self.pol.preloader == Preloader::Paralfetch && l.pf_cell < CHUNKS * 2;
-        let n_normal = (app_io as u32 + pf_io as u32).max(1) as f64;
-        let share = dt / n_normal;
-        let mut flash_used = 0.0;
+        let dev_ppm = self.device_ppm();
+        let app_block = self.app_block(l);
+        let pf_on = self.pol.preloader == Preloader::Paralfetch && l.pf_cell < CHUNKS * 2;
+        let pf_ppm = self.rate_ppm(PARALFETCH_READ_BYTES);
+        let demand = app_block.map(|b| self.rate_ppm(b)).unwrap_or(0.0)
+            + if pf_on { pf_ppm } else { 0.0 };
+        let scale = if demand > dev_ppm { dev_ppm / demand } else { 1.0 };
+        // Capacity used this step, in pages at the device's full rate.
+        let mut cap_used = 0.0;
 
         // 1. kswapd (own core).
         self.run_kswapd(dt);
 
         // 2. The app.
         let mut t = dt;
-        let mut io_left = if app_io { share } else { 0.0 };
         let mut done_at = None;
         while t > 1e-9 {
             let Some(ph) = l.phases.get(l.pos).copied() else {
@@ -1222,21 +1279,17 @@ impl<'a> Sim<'a> {
                         l.pos += 1;
                         continue;
                     }
-                    let (from_zram, tmax) = if zram > 0 {
-                        (true, self.dev.zram_decomp_ms_per_mib / 256.0)
+                    let from_zram = zram > 0;
+                    let ms_per_page = if from_zram {
+                        self.dev.zram_decomp_ms_per_mib / 256.0
                     } else {
-                        let r = self.dev.read_curve.throughput(32 * KIB);
-                        (false, PAGE_BYTES as f64 / r * 1000.0)
+                        1.0 / (self.rate_ppm(32 * KIB) * scale)
                     };
-                    let budget = if from_zram { t } else { t.min(io_left.max(0.0)) };
-                    if budget <= 1e-9 {
-                        break;
-                    }
                     let want = if from_zram { zram } else { flash };
-                    let n = ((budget / tmax) as u64).clamp(1, want);
+                    let n = ((t / ms_per_page) as u64).clamp(1, want);
                     let got = self.alloc(n, &mut t, true);
                     if got == 0 {
-                        continue;
+                        break;
                     }
                     let s = &mut self.st[a];
                     if from_zram {
@@ -1245,30 +1298,29 @@ impl<'a> Sim<'a> {
                     } else {
                         s.anon_swap -= got;
                         self.swap_used -= got;
-                        io_left -= got as f64 * tmax;
-                        flash_used += got as f64 * tmax;
+                        cap_used += got as f64;
                     }
                     s.anon_res += got;
                     self.anon_total += got;
                     self.counters.refault_anon_pages += got;
-                    t -= (got as f64 * tmax).min(t);
+                    t -= (got as f64 * ms_per_page).min(t);
                     l.phases[l.pos] = Phase::SwapIn {
                         zram: if from_zram { zram - got } else { zram },
                         flash: if from_zram { flash } else { flash - got },
                     };
                 }
                 Phase::Read { k, frac } => {
-                    let m = &self.models[a];
                     let mut progressed = false;
                     let mut need_any = false;
                     for b in [SMALL, LARGE] {
+                        let m = &self.models[a];
                         let want = (m.chunk_pages[k][b] as f64 * frac).ceil() as u64;
                         let need = want.saturating_sub(self.st[a].cached(k, b));
                         if need == 0 {
                             continue;
                         }
                         need_any = true;
-                        if io_left <= 1e-9 || t <= 1e-9 {
+                        if t <= 1e-9 {
                             break;
                         }
                         let block = if b == SMALL {
@@ -1276,24 +1328,29 @@ impl<'a> Sim<'a> {
                         } else {
                             self.dev.readahead_bytes
                         };
-                        let rate = self.dev.read_curve.throughput(block) / PAGE_BYTES as f64 / 1000.0;
-                        let n = need.min(((t.min(io_left)) * rate).ceil() as u64).max(1);
+                        let rate = self.rate_ppm(block) * scale;
+                        let n = need.min((t * rate).ceil() as u64).max(1);
                         let got = self.alloc(n, &mut t, true);
                         if got == 0 {
-                            continue;
+                            break;
                         }
                         self.add_file(a, Holder::Own, k, b, got);
                         self.counters.app_read_pages += got;
-                        let used = got as f64 / rate;
-                        t -= used.min(t);
-                        io_left -= used;
-                        flash_used += used;
+                        t -= (got as f64 / rate).min(t);
+                        cap_used += got as f64;
                         progressed = true;
                     }
                     if !need_any {
+                        // The app has used this chunk: preloaded pages of it
+                        // are now its own (no longer protected, §4.2.2).
+                        let st = &mut self.st[a];
+                        for b in [SMALL, LARGE] {
+                            st.own[k][b] += st.stream[k][b];
+                            st.stream[k][b] = 0;
+                        }
+                        st.fix_sums();
                         l.pos += 1;
-                    } else if !progressed || io_left <= 1e-9 {
-                        // Waiting on I/O (or memory) for the rest of the step.
+                    } else if !progressed {
                         break;
                     }
                 }
@@ -1301,30 +1358,23 @@ impl<'a> Sim<'a> {
         }
 
         // 3. Paralfetch prefetcher (normal I/O priority).
-        if pf_io {
-            let mut budget = share.min(dt - flash_used.min(dt));
-            if !app_io {
-                budget = dt - flash_used.min(dt);
-            }
-            flash_used += self.run_paralfetch(l, budget);
+        if pf_on {
+            cap_used += self.run_paralfetch(l, dt * pf_ppm * scale) as f64;
         }
 
         // 4. Idle I/O class: SFP stream, then the standby touch.
-        let idle = (dt - flash_used).max(0.0);
-        if !l.stream.is_empty() && idle > 0.0 {
-            let u = self.run_stream(l, idle);
-            flash_used += u;
+        let mut idle_pages = (dt * dev_ppm - cap_used).max(0.0);
+        if !l.stream.is_empty() && idle_pages >= 1.0 {
+            idle_pages -= self.run_stream(l, idle_pages as u64) as f64;
         }
         if let Some(sfp) = &self.sfp {
             if self.now_us >= sfp.next_touch_us {
-                let left = (dt - flash_used).max(0.0);
-                self.touch_standby(Some(left));
+                self.touch_standby(Some(idle_pages / dev_ppm));
                 let next = self.now_us + self.cfg.preload.touch_interval_ms * 1000;
                 self.sfp.as_mut().expect("sfp").next_touch_us = next;
             }
         }
-        let held = self.preload_held_pages();
-        self.counters.preload_peak_pages = self.counters.preload_peak_pages.max(held);
+        self.note_preload_peak();
 
         // 5. AMR tick, killer, clock.
         self.now_us += STEP_US;
@@ -1333,34 +1383,21 @@ impl<'a> Sim<'a> {
         done_at
     }
 
-    fn app_wants_io(&self, l: &Launch) -> bool {
-        match l.phases.get(l.pos) {
-            Some(Phase::Read { k, frac }) => {
-                let m = &self.models[l.app];
-                [SMALL, LARGE].iter().any(|&b| {
-                    (m.chunk_pages[*k][b] as f64 * frac).ceil() as u64
-                        > self.st[l.app].cached(*k, b)
-                })
-            }
-            Some(Phase::SwapIn { flash, .. }) => *flash > 0,
-            _ => false,
-        }
-    }
-
-    fn run_paralfetch(&mut self, l: &mut Launch, budget_ms: f64) -> f64 {
+    /// Paralfetch reads up to `max_pages` of the launch profile, in order.
+    /// Returns pages read.
+    fn run_paralfetch(&mut self, l: &mut Launch, max_pages: f64) -> u64 {
         let a = l.app;
-        let rate =
-            self.dev.read_curve.throughput(PARALFETCH_READ_BYTES) / PAGE_BYTES as f64 / 1000.0;
-        let mut used = 0.0;
-        let mut t = budget_ms;
-        while l.pf_cell < CHUNKS * 2 && used < budget_ms {
+        let mut read = 0u64;
+        let mut t = STEP_MS;
+        let max_pages = max_pages.ceil() as u64;
+        while l.pf_cell < CHUNKS * 2 && read < max_pages {
             let (k, b) = (l.pf_cell / 2, l.pf_cell % 2);
             let need = self.models[a].chunk_pages[k][b].saturating_sub(self.st[a].cached(k, b));
             if need == 0 {
                 l.pf_cell += 1;
                 continue;
             }
-            let n = need.min(((budget_ms - used) * rate).ceil() as u64).max(1);
+            let n = need.min(max_pages - read);
             // The prefetcher allocates page cache like any task (it may stall).
             let got = self.alloc(n, &mut t, false);
             if got == 0 {
@@ -1368,18 +1405,17 @@ impl<'a> Sim<'a> {
             }
             self.add_file(a, Holder::Stream, k, b, got);
             self.counters.preload_read_pages += got;
-            used += got as f64 / rate;
+            read += got;
         }
-        used
+        read
     }
 
-    fn run_stream(&mut self, l: &mut Launch, budget_ms: f64) -> f64 {
+    /// The SFP launch-stream worker (idle I/O class) reads up to
+    /// `max_pages` of its queue. Returns pages read.
+    fn run_stream(&mut self, l: &mut Launch, max_pages: u64) -> u64 {
         let a = l.app;
-        let rate = self.dev.read_curve.throughput(self.cfg.preload.max_read_bytes)
-            / PAGE_BYTES as f64
-            / 1000.0;
-        let mut used = 0.0;
-        while l.stream_pos < l.stream.len() && used < budget_ms {
+        let mut read = 0;
+        while l.stream_pos < l.stream.len() && read < max_pages {
             let (k, b, pages) = l.stream[l.stream_pos];
             let room = self.models[a].chunk_pages[k][b].saturating_sub(self.st[a].cached(k, b));
             let need = pages.min(room);
@@ -1387,7 +1423,7 @@ impl<'a> Sim<'a> {
                 l.stream_pos += 1;
                 continue;
             }
-            let mut n = need.min(((budget_ms - used) * rate).ceil() as u64).max(1);
+            let mut n = need.min(max_pages - read);
             // The idle-class worker never pushes memory into direct reclaim.
             let free = self.free_pages();
             n = n.min(free.saturating_sub(self.dev.wmark_low_bytes / PAGE_BYTES));
@@ -1397,10 +1433,10 @@ impl<'a> Sim<'a> {
             }
             self.add_file(a, Holder::Stream, k, b, n);
             self.counters.preload_read_pages += n;
-            used += n as f64 / rate;
+            read += n;
             l.stream[l.stream_pos].2 -= n;
         }
-        used
+        read
     }
 
     fn amr_ticks(&mut self) {
@@ -1414,7 +1450,7 @@ impl<'a> Sim<'a> {
             let sample = ReclaimSample {
                 now_ms: self.now_us / 1000,
                 alloc_pages: n_alloc,
-                avail_bytes: self.free_pages() * PAGE_BYTES,
+                avail_bytes: self.avail_pages() * PAGE_BYTES,
                 total_bytes: self.dev.dram_bytes,
                 anon_bytes: self.anon_total * PAGE_BYTES,
                 file_bytes: self.file_total * PAGE_BYTES,

@@ -21,11 +21,13 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// Names of the workloads.
-pub const WORKLOAD_NAMES: [&str; 5] = ["low", "medium", "high", "multitask", "trace"];
+pub const WORKLOAD_NAMES: [&str; 6] = ["none", "low", "medium", "high", "multitask", "trace"];
 
 /// Background load of the §6.1 scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Load {
+    /// No background app (the Fig. 4 reference: >2 GB free).
+    None,
     /// 5 low-memory apps.
     Low,
     /// 15 low-memory apps.
@@ -80,6 +82,7 @@ impl Workload {
         trace: Option<Vec<TraceEvent>>,
     ) -> Result<Workload, InputError> {
         let load = match name {
+            "none" => Some(Load::None),
             "low" => Some(Load::Low),
             "medium" => Some(Load::Medium),
             "high" => Some(Load::High),
@@ -163,7 +166,11 @@ impl Workload {
 
 /// The background apps of a scenario for `target`, in launch order.
 pub fn background(models: &[AppModel], load: Load, target: usize) -> Vec<usize> {
-    let n_low = if load == Load::Low { 5 } else { 15 };
+    let n_low = match load {
+        Load::None => 0,
+        Load::Low => 5,
+        _ => 15,
+    };
     let mut v: Vec<usize> = LOW_APPS[..n_low].iter().map(|n| idx(models, n)).collect();
     if load == Load::High {
         let tname = &models[target].spec.name;
@@ -402,6 +409,10 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
         json!(round3(c.preload_read_pages as f64 * PAGE_BYTES as f64 / 1048576.0)),
     );
     extra.insert("amr_mode_switches".into(), json!(c.amr_switches));
+    extra.insert(
+        "stream_bytes_peak".into(),
+        json!(c.stream_peak_pages * PAGE_BYTES),
+    );
     extra.insert("stuck_launches".into(), json!(c.stuck_launches));
     if !o.cutoffs.is_empty() {
         extra.insert("sfp_cutoff_bytes".into(), json!(o.cutoffs));
@@ -412,6 +423,7 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
     match w {
         Workload::Scenario { load, .. } => {
             let n = match load {
+                Load::None => 0,
                 Load::Low => 5,
                 Load::Medium => 15,
                 Load::High => 17,
