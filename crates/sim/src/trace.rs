@@ -276,14 +276,14 @@ pub fn generate(
         let sleep_ms = 23 * 3_600_000 + r.below(3_600_000);
         let mut t = wake_ms;
         while t < sleep_ms {
-            // A session of 2-8 switches.
-            let n = 2 + r.below(7);
+            // A session of 2-5 switches.
+            let n = 2 + r.below(4);
             let mut prev: Option<usize> = None;
             for _ in 0..n {
                 let hour = t / 3_600_000;
-                let app = if !recent.is_empty() && r.unit() < 0.6 {
+                let app = if !recent.is_empty() && r.unit() < 0.92 {
                     // Re-access of a recently used app (§2.2.3: 92.5 % within 30 min).
-                    recent[r.below(recent.len().min(6) as u64) as usize]
+                    recent[r.below(recent.len().min(3) as u64) as usize]
                 } else {
                     let w: Vec<f64> = (0..chosen.len())
                         .map(|i| pop[i] * hour_weight(cats[i], hour, weekend))
@@ -317,16 +317,16 @@ pub fn generate(
                 recent.retain(|&x| x != app);
                 recent.insert(0, app);
                 recent.truncate(8);
-                // Dwell: exponential, mean 60 s, at least 5 s.
-                t += 5_000 + r.exp(55_000.0) as u64;
+                // Dwell: exponential, mean 2 min, at least 5 s.
+                t += 5_000 + r.exp(115_000.0) as u64;
                 last_use[app] = Some(TRACE_EPOCH_MS + day * 86_400_000 + t);
             }
             let ts = TRACE_EPOCH_MS + day * 86_400_000 + t;
             if let Some(p) = prev {
                 let _ = writeln!(text, "u1,{ts},{},close", chosen[p].name);
             }
-            // Gap between sessions: exponential, mean 6 min.
-            t += 30_000 + r.exp(330_000.0) as u64;
+            // Gap between sessions: exponential, mean 7 min.
+            t += 60_000 + r.exp(360_000.0) as u64;
         }
     }
     let apps_used = last_use.iter().filter(|x| x.is_some()).count() as u64;
