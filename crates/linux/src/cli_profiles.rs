@@ -64,6 +64,10 @@ pub struct RecordArgs {
     /// Leave the app running after the launch window (default: SIGTERM, SIGKILL after 2 s).
     #[arg(long)]
     pub keep_running: bool,
+    /// Also watch read calls (FAN_ACCESS) to catch files read through descriptors opened before
+    /// the launch; every read on the machine then produces an event while recording.
+    #[arg(long)]
+    pub watch_reads: bool,
     /// Memory and mapping sample interval during the window, milliseconds.
     #[arg(long, default_value_t = 10)]
     pub sample_ms: u64,
@@ -191,6 +195,7 @@ pub fn run_record(a: RecordArgs) -> anyhow::Result<()> {
     opts.timeout_ms = a.timeout_ms;
     opts.cold = a.cold;
     opts.keep_running = a.keep_running;
+    opts.watch_reads = a.watch_reads;
     opts.sample_ms = a.sample_ms.max(1);
     let rec = record_launch(&opts).map_err(|e| -> anyhow::Error {
         match e {

@@ -8,7 +8,7 @@
 //!
 //! | what | how |
 //! |---|---|
-//! | files and first-access time | fanotify permission events on every storage filesystem, filtered to descendants of the recorder ([`fanotify`]) |
+//! | files and first-access time | fanotify permission events (`FAN_OPEN_PERM`, `FAN_OPEN_EXEC_PERM`; optionally `FAN_ACCESS`) on every storage filesystem, filtered to descendants of the recorder (`fanotify` submodule) |
 //! | ranges brought into the page cache, including by mmap faults and readahead | `mincore` residency of each file taken while its first opener is blocked, diffed with residency at the end of the window ([`residency`]) |
 //! | files reached only through mappings | `/proc/PID/maps` of the tree sampled during the window; their resident pages within the mapped ranges |
 //! | M_sum (anonymous allocation of the launch) | peak over the window of Σ (Anonymous + Swap) of the tree's `smaps_rollup`, sampled every `sample_ms` |
@@ -68,6 +68,9 @@ pub struct RecordOptions {
     pub cold: bool,
     /// Leave the app running after the window (default: SIGTERM, then SIGKILL after 2 s).
     pub keep_running: bool,
+    /// Also watch reads (`FAN_ACCESS`), to catch files read through
+    /// descriptors opened before the launch. Costs one event per read on the machine.
+    pub watch_reads: bool,
     /// Interval of the memory and mapping samples, ms.
     pub sample_ms: u64,
     /// The /proc to read (a fixture root in tests).
@@ -83,6 +86,7 @@ impl RecordOptions {
             timeout_ms: 60_000,
             cold: false,
             keep_running: false,
+            watch_reads: false,
             sample_ms: 10,
             proc_root: PathBuf::from("/proc"),
         }
@@ -173,32 +177,50 @@ struct Samples {
     peak_anon_kb: u64,
     last_footprint_kb: u64,
     count: u64,
+    /// Living processes of the tree.
     pids: BTreeSet<u32>,
+    /// Processes of the tree that have exited.
+    exited: BTreeSet<u32>,
     /// path → mapped file ranges (offsets in the file) seen in the tree's maps.
     maps: BTreeMap<String, Vec<ByteRange>>,
 }
 
 impl Samples {
-    fn take(&mut self, proc_root: &Path, with_maps: bool) {
+    /// One sample of the tree's memory. `full` rescans /proc for
+    /// descendants (processes that never opened a file are found this way)
+    /// and reads mappings; otherwise the pids known so far are used.
+    fn take(&mut self, proc_root: &Path, known: &BTreeSet<u32>, full: bool) {
         let me = std::process::id();
-        let Ok(tree) = descendants(proc_root, me) else {
-            return;
-        };
-        let (mut anon, mut foot, mut any) = (0u64, 0u64, false);
-        for pid in tree.into_iter().filter(|p| *p != me) {
-            if let Ok(s) = read_smaps_rollup(proc_root, pid) {
-                anon += s.anon_kb + s.swap_kb;
-                foot += s.rss_kb + s.swap_kb;
-                any = true;
-                self.pids.insert(pid);
+        if full {
+            if let Ok(tree) = descendants(proc_root, me) {
+                self.pids.extend(tree.into_iter().filter(|p| *p != me));
             }
-            if with_maps {
+        }
+        self.pids.extend(known.iter().copied().filter(|p| *p != me));
+        let (mut anon, mut foot, mut any) = (0u64, 0u64, false);
+        let mut gone = Vec::new();
+        let pids: Vec<u32> = self.pids.iter().copied().collect();
+        for pid in pids {
+            match read_smaps_rollup(proc_root, pid) {
+                Ok(s) => {
+                    anon += s.anon_kb + s.swap_kb;
+                    foot += s.rss_kb + s.swap_kb;
+                    any = true;
+                }
+                Err(e) if e.is_not_found() => gone.push(pid),
+                Err(_) => {}
+            }
+            if full {
                 if let Ok(maps) = read_maps(proc_root, pid) {
-                    for m in maps {
-                        self.add_map(&m);
+                    for m in &maps {
+                        self.add_map(m);
                     }
                 }
             }
+        }
+        for pid in gone {
+            self.pids.remove(&pid);
+            self.exited.insert(pid);
         }
         if any {
             self.count += 1;
@@ -266,8 +288,8 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
             return Err(RecordError::ReadyFileExists(f.clone()));
         }
     }
-    let watcher =
-        fanotify::Watcher::start(&opts.proc_root, opts.cold).map_err(RecordError::Fanotify)?;
+    let watcher = fanotify::Watcher::start(&opts.proc_root, opts.cold, opts.watch_reads)
+        .map_err(RecordError::Fanotify)?;
     let watched: Vec<String> = watcher
         .marked
         .iter()
@@ -314,33 +336,34 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
 
     let mut samples = Samples::default();
     let sample_every = Duration::from_millis(opts.sample_ms.max(1));
+    // Readiness is polled at a finer tick than memory is sampled, so the
+    // measured launch time does not depend on the sample interval.
+    let tick = Duration::from_millis(1);
     let timeout = Duration::from_millis(opts.timeout_ms);
     let mut exit_status: Option<ExitStatus> = None;
+    let mut next_sample = start;
     let mut n = 0u64;
     let outcome: Result<(), RecordError> = loop {
-        // Maps are costlier to read; sample them every 5th tick.
-        samples.take(&opts.proc_root, n == 0);
-        n = (n + 1) % 5;
-        let exited = child.try_wait()?;
-        match &opts.readiness {
-            Readiness::Exit => {
-                if let Some(st) = exited {
-                    exit_status = Some(st);
-                    break Ok(());
-                }
-            }
-            Readiness::File(f) => {
-                if f.exists() {
-                    break Ok(());
-                }
-            }
-            Readiness::Line(_) => {
-                if line_rx.try_recv().is_ok() {
-                    break Ok(());
-                }
-            }
+        if Instant::now() >= next_sample {
+            let known = watcher.tree.lock().map(|t| t.clone()).unwrap_or_default();
+            // Rescan /proc and read mappings every 5th sample (they cost more).
+            samples.take(&opts.proc_root, &known, n == 0);
+            n = (n + 1) % 5;
+            next_sample += sample_every;
         }
-        if let (Some(status), false) = (exited, matches!(opts.readiness, Readiness::Exit)) {
+        let exited = child.try_wait()?;
+        let ready = match &opts.readiness {
+            Readiness::Exit => {
+                exit_status = exited;
+                exited.is_some()
+            }
+            Readiness::File(f) => f.exists(),
+            Readiness::Line(_) => line_rx.recv_timeout(tick).is_ok(),
+        };
+        if ready {
+            break Ok(());
+        }
+        if let Some(status) = exited {
             break Err(RecordError::ExitedEarly { status });
         }
         if start.elapsed() >= timeout {
@@ -348,14 +371,18 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
                 timeout_ms: opts.timeout_ms,
             });
         }
-        std::thread::sleep(sample_every);
+        if !matches!(opts.readiness, Readiness::Line(_)) {
+            std::thread::sleep(tick);
+        }
     };
     let launch_ms = start.elapsed().as_millis() as u64;
     if outcome.is_ok() && exit_status.is_none() {
-        samples.take(&opts.proc_root, true);
+        let known = watcher.tree.lock().map(|t| t.clone()).unwrap_or_default();
+        samples.take(&opts.proc_root, &known, true);
     }
     let seen = watcher.finish();
     let mut pids = samples.pids.clone();
+    pids.extend(&samples.exited);
     if let Ok(s) = &seen {
         pids.extend(&s.tree_pids);
     }

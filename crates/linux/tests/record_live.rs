@@ -255,6 +255,7 @@ fn ready_file_exit_and_timeout() {
     ]);
     opts.readiness = Readiness::File(ready.clone());
     opts.cold = true;
+    opts.watch_reads = true;
     let t0 = std::time::Instant::now();
     let rec = record_launch(&opts).unwrap();
     assert!(

@@ -7,8 +7,10 @@
 //! short-lived child, (2) the file's page-cache residency can be taken
 //! *before* the app reads a byte of it, which makes "ranges brought in by the
 //! launch" exact, and (3) with `--cold` the file can be dropped from the page
-//! cache before the app's first open proceeds. `FAN_ACCESS` notifications
-//! catch reads through descriptors opened before the window.
+//! cache before the app's first open proceeds. Optionally, `FAN_ACCESS`
+//! notifications catch reads through descriptors opened before the window
+//! (rare: inherited descriptors); they are off by default because every read
+//! on the machine then produces an event.
 //!
 //! Every event of a process outside the tree is allowed at once. The thread
 //! that answers never opens a path on a marked filesystem (it works on the
@@ -23,7 +25,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -93,6 +95,8 @@ pub(crate) struct WatchResult {
 /// A running watcher thread.
 pub(crate) struct Watcher {
     stop: Arc<AtomicBool>,
+    /// Processes of the tree found so far (shared with the memory sampler).
+    pub tree: Arc<Mutex<BTreeSet<u32>>>,
     handle: JoinHandle<io::Result<WatchResult>>,
     /// Mount points whose filesystems are marked.
     pub marked: Vec<PathBuf>,
@@ -129,9 +133,10 @@ fn raise_nofile() -> u64 {
 
 impl Watcher {
     /// Creates the fanotify group, marks every storage-backed filesystem and
-    /// starts answering events. Descendants of this process (the recorder is
+    /// starts answering events. `watch_reads` adds `FAN_ACCESS` notifications
+    /// (one per read syscall of every process on the machine while recording). Descendants of this process (the recorder is
     /// made a child subreaper, so orphans stay descendants) form the tree.
-    pub fn start(proc_root: &Path, cold: bool) -> io::Result<Self> {
+    pub fn start(proc_root: &Path, cold: bool, watch_reads: bool) -> io::Result<Self> {
         // SAFETY: plain syscalls; results checked.
         let raw = unsafe {
             libc::fanotify_init(
@@ -150,7 +155,10 @@ impl Watcher {
         }
         // SAFETY: raw is a fresh descriptor we own.
         let fan = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mask = libc::FAN_OPEN_PERM | libc::FAN_OPEN_EXEC_PERM | libc::FAN_ACCESS;
+        let mut mask = libc::FAN_OPEN_PERM | libc::FAN_OPEN_EXEC_PERM;
+        if watch_reads {
+            mask |= libc::FAN_ACCESS;
+        }
         let mounts = read_mountinfo(proc_root).map_err(io::Error::other)?;
         let mut devs = BTreeSet::new();
         let mut marked = Vec::new();
@@ -195,12 +203,15 @@ impl Watcher {
         let keep_cap = raise_nofile().saturating_sub(256) as usize;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
+        let tree = Arc::new(Mutex::new(BTreeSet::new()));
+        let tree2 = tree.clone();
         let proc_root = proc_root.to_path_buf();
         let handle = std::thread::Builder::new()
             .name("appflow-fanotify".into())
-            .spawn(move || event_loop(fan, &proc_root, cold, keep_cap, &stop2))?;
+            .spawn(move || event_loop(fan, &proc_root, cold, keep_cap, &stop2, &tree2))?;
         Ok(Self {
             stop,
+            tree,
             handle,
             marked,
         })
@@ -230,31 +241,56 @@ fn allow(fan: RawFd, fd: RawFd) {
     }
 }
 
-/// True when `pid` descends from this process (and is not this process).
-fn in_tree(proc_root: &Path, pid: u32, self_pid: u32, known: &mut BTreeSet<u32>) -> bool {
-    if pid == self_pid || pid == 0 {
-        return false;
-    }
-    if known.contains(&pid) {
-        return true;
-    }
-    let mut chain = vec![pid];
-    let mut cur = pid;
-    for _ in 0..128 {
-        let Ok(ppid) = read_ppid(proc_root, cur) else {
+/// Tree membership, cached. Positive answers are final (a pid of the tree
+/// stays in it for the window). Negative answers are cached only for read
+/// notifications, which come in floods from every process on the machine;
+/// opens (permission events) are always checked afresh, so a pid reused by
+/// a new child of the tree is still recognised when it opens a file.
+struct Membership {
+    self_pid: u32,
+    known: BTreeSet<u32>,
+    outside: BTreeSet<u32>,
+    shared: Arc<Mutex<BTreeSet<u32>>>,
+}
+
+impl Membership {
+    fn check(&mut self, proc_root: &Path, pid: u32, perm: bool) -> bool {
+        if pid == self.self_pid || pid == 0 {
             return false;
-        };
-        if ppid == self_pid || known.contains(&ppid) {
-            known.extend(chain);
+        }
+        if self.known.contains(&pid) {
             return true;
         }
-        if ppid <= 1 {
+        if !perm && self.outside.contains(&pid) {
             return false;
         }
-        chain.push(ppid);
-        cur = ppid;
+        let mut chain = vec![pid];
+        let mut cur = pid;
+        let mut inside = false;
+        for _ in 0..128 {
+            let Ok(ppid) = read_ppid(proc_root, cur) else {
+                break;
+            };
+            if ppid == self.self_pid || self.known.contains(&ppid) {
+                inside = true;
+                break;
+            }
+            if ppid <= 1 {
+                break;
+            }
+            chain.push(ppid);
+            cur = ppid;
+        }
+        if inside {
+            if let Ok(mut s) = self.shared.lock() {
+                s.extend(chain.iter().copied());
+            }
+            self.known.extend(chain);
+        } else {
+            self.outside.insert(pid);
+        }
+        inside
     }
-    false
 }
 
 fn event_loop(
@@ -263,8 +299,20 @@ fn event_loop(
     cold: bool,
     keep_cap: usize,
     stop: &AtomicBool,
+    shared: &Arc<Mutex<BTreeSet<u32>>>,
 ) -> io::Result<WatchResult> {
-    let self_pid = std::process::id();
+    // Every open on the machine waits for this thread while it records:
+    // run it ahead of ordinary work (nice -10) to keep that wait short.
+    // SAFETY: setpriority on this thread's id.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10);
+    }
+    let mut members = Membership {
+        self_pid: std::process::id(),
+        known: BTreeSet::new(),
+        outside: BTreeSet::new(),
+        shared: shared.clone(),
+    };
     let mut res = WatchResult::default();
     let mut kept = 0usize;
     let mut buf = vec![0u8; 64 * 1024];
@@ -287,6 +335,7 @@ fn event_loop(
         }
         if n == 0 {
             if stopping {
+                res.tree_pids = std::mem::take(&mut members.known);
                 return Ok(res);
             }
             continue;
@@ -333,7 +382,7 @@ fn event_loop(
             let efd = unsafe { OwnedFd::from_raw_fd(m.fd) };
             let perm = m.mask & (libc::FAN_OPEN_PERM | libc::FAN_OPEN_EXEC_PERM) != 0;
             let pid = m.pid as u32;
-            if !in_tree(proc_root, pid, self_pid, &mut res.tree_pids) {
+            if !members.check(proc_root, pid, perm) {
                 if perm {
                     allow(fan.as_raw_fd(), m.fd);
                 }
