@@ -15,12 +15,28 @@ fn main() {
     sim.idle(1_000_000);
     for b in background(&models, Load::High, t) {
         let r = sim.launch(b);
-        println!("bg {:<10} {:?} {:.0} ms kills={} dr={} mem={:?}", models[b].spec.name, r.kind, r.latency_ms, sim.counters.kills, sim.counters.direct_reclaims, sim.memory_mib());
+        println!(
+            "bg {:<10} {:?} {:.0} ms kills={} dr={} mem={:?}",
+            models[b].spec.name,
+            r.kind,
+            r.latency_ms,
+            sim.counters.kills,
+            sim.counters.direct_reclaims,
+            sim.memory_mib()
+        );
         sim.idle(5_000_000);
     }
     sim.go_home();
     sim.idle(30_000_000);
     println!("before target mem={:?}", sim.memory_mib());
     let r = sim.launch(t);
-    println!("target {:?} {:.0} ms kills={} dr={} mem={:?} {:?}", r.kind, r.latency_ms, sim.counters.kills, sim.counters.direct_reclaims, sim.memory_mib(), sim.check_accounting());
+    println!(
+        "target {:?} {:.0} ms kills={} dr={} mem={:?} {:?}",
+        r.kind,
+        r.latency_ms,
+        sim.counters.kills,
+        sim.counters.direct_reclaims,
+        sim.memory_mib(),
+        sim.check_accounting()
+    );
 }

@@ -13,7 +13,9 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("appflow sim: error: {e:#}");
-            let input = e.chain().any(|c| c.downcast_ref::<appflow_core::InputError>().is_some());
+            let input = e
+                .chain()
+                .any(|c| c.downcast_ref::<appflow_core::InputError>().is_some());
             std::process::ExitCode::from(if input { 2 } else { 1 })
         }
     }

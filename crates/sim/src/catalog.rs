@@ -353,8 +353,8 @@ pub fn model(spec: &AppSpec) -> AppModel {
     }
     let mut small_block_bytes = [4 * KIB; CHUNKS];
     for k in 0..CHUNKS {
-        if small_count[k] > 0 {
-            small_block_bytes[k] = (chunk_pages[k][SMALL] * PAGE_BYTES / small_count[k]).max(4 * KIB);
+        if let Some(mean) = (chunk_pages[k][SMALL] * PAGE_BYTES).checked_div(small_count[k]) {
+            small_block_bytes[k] = mean.max(4 * KIB);
         }
     }
     AppModel {
@@ -391,7 +391,10 @@ mod tests {
         let c = catalogue();
         let m = model(lookup(&c, "TikTok").unwrap());
         let files = m.profile.active_files();
-        let small: Vec<_> = files.iter().filter(|f| f.size_bytes < SMALL_FILE_BYTES).collect();
+        let small: Vec<_> = files
+            .iter()
+            .filter(|f| f.size_bytes < SMALL_FILE_BYTES)
+            .collect();
         let large = files.len() - small.len();
         assert_eq!(small.len(), 1002);
         let ratio = small.len() as f64 / large as f64;

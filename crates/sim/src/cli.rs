@@ -40,7 +40,10 @@ pub struct SimArgs {
     pub workload: String,
     /// Comma-separated policies: android, paralfetch, acclaim, acclaim+paralfetch,
     /// appflow, appflow-sfp, appflow-amr, appflow-cpk.
-    #[arg(long, default_value = "android,paralfetch,acclaim,acclaim+paralfetch,appflow")]
+    #[arg(
+        long,
+        default_value = "android,paralfetch,acclaim,acclaim+paralfetch,appflow"
+    )]
     pub policy: String,
     /// Seed of the run: same seed, same output, byte for byte.
     #[arg(long, default_value_t = 1)]
@@ -113,7 +116,8 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
     if let Some(p) = &a.plot {
         let svg = output::plot_svg(&report, a.compare_paper)
             .map_err(|e| anyhow::anyhow!("plotting: {e}"))?;
-        output::write_atomic(p, &svg).map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?;
+        output::write_atomic(p, &svg)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?;
     }
     match &a.output {
         Some(p) => output::write_atomic(p, &text)
@@ -148,7 +152,7 @@ pub fn simulate(a: &SimArgs, cat: &[catalog::AppSpec]) -> anyhow::Result<RunRepo
     let policies = policy::parse_list(&a.policy)?;
     let mut cfg = SimConfig::with_seed(a.seed);
     if let Some(mb) = a.preload_budget_mb {
-        let bytes = mb.checked_mul(MIB).unwrap_or(u64::MAX);
+        let bytes = mb.saturating_mul(MIB);
         if bytes >= dev.app_memory_bytes() {
             return Err(InputError::new(format!(
                 "--preload-budget-mb {mb} is not below the memory apps can use on {} ({} MiB)",
@@ -277,7 +281,9 @@ fn run_all(
                 }
                 let o = workload::run_policy(dev, policies[i], cfg, models, w, &tick);
                 let r = workload::policy_result(&policies[i], w, models, &o);
-                done.lock().expect("no panics while holding the lock").push((i, r));
+                done.lock()
+                    .expect("no panics while holding the lock")
+                    .push((i, r));
             });
         }
     });
@@ -287,5 +293,8 @@ fn run_all(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    slots.into_iter().map(|r| r.expect("every policy ran")).collect()
+    slots
+        .into_iter()
+        .map(|r| r.expect("every policy ran"))
+        .collect()
 }

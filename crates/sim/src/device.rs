@@ -138,9 +138,24 @@ fn phone(name: &'static str, description: &'static str, dram_gib: u64, cpu: f64)
 pub fn device(name: &str) -> Result<Device, InputError> {
     let d = match name {
         // Tensor G2 runs app init ~10 % slower than Tensor G3 (assumption).
-        "pixel7-6gb" => phone(name_static(name), "Google Pixel 7, DRAM scaled to 6 GB (§6.1)", 6, 1.1),
-        "pixel7-8gb" => phone(name_static(name), "Google Pixel 7, DRAM scaled to 8 GB (§6.1)", 8, 1.1),
-        "pixel8-6gb" => phone(name_static(name), "Google Pixel 8, DRAM scaled to 6 GB (§6.1)", 6, 1.0),
+        "pixel7-6gb" => phone(
+            name_static(name),
+            "Google Pixel 7, DRAM scaled to 6 GB (§6.1)",
+            6,
+            1.1,
+        ),
+        "pixel7-8gb" => phone(
+            name_static(name),
+            "Google Pixel 7, DRAM scaled to 8 GB (§6.1)",
+            8,
+            1.1,
+        ),
+        "pixel8-6gb" => phone(
+            name_static(name),
+            "Google Pixel 8, DRAM scaled to 6 GB (§6.1)",
+            6,
+            1.0,
+        ),
         "pixel8-8gb" => phone(name_static(name), "Google Pixel 8, 8 GB (§6.1)", 8, 1.0),
         "headunit-4gb" => {
             let mut d = phone(
@@ -193,7 +208,9 @@ mod tests {
             let d = device(n).unwrap();
             assert_eq!(d.name, n);
             assert!(d.reserved_bytes < d.dram_bytes);
-            assert!(d.wmark_min_bytes < d.wmark_low_bytes && d.wmark_low_bytes < d.wmark_high_bytes);
+            assert!(
+                d.wmark_min_bytes < d.wmark_low_bytes && d.wmark_low_bytes < d.wmark_high_bytes
+            );
         }
         let d = device("pixel8-6gb").unwrap();
         let s = d.read_curve.speedup(4 * KIB, 2 * MIB);

@@ -19,6 +19,9 @@
 //! flash swap; file pages are dropped. The killer is lmkd-like (PSI and
 //! swap triggers, adj then LRU) or AppFlow's CPK.
 
+// Cells are parallel [chunk][bucket] arrays of several holders; index loops read clearer.
+#![allow(clippy::needless_range_loop)]
+
 use crate::catalog::{AppModel, Cells, CHUNKS, LARGE, SMALL};
 use crate::device::Device;
 use crate::policy::{Killer, Policy, Preloader, Reclaimer};
@@ -187,7 +190,11 @@ impl AppState {
         self.anon_res + self.anon_zram + self.anon_swap
     }
     fn fix_sums(&mut self) {
-        self.sum = [cells_sum(&self.own), cells_sum(&self.held), cells_sum(&self.stream)];
+        self.sum = [
+            cells_sum(&self.own),
+            cells_sum(&self.held),
+            cells_sum(&self.stream),
+        ];
     }
 }
 
@@ -406,7 +413,10 @@ impl<'a> Sim<'a> {
             swap += s.anon_swap;
             let sums = [cells_sum(&s.own), cells_sum(&s.held), cells_sum(&s.stream)];
             if sums != s.sum {
-                return Err(format!("app {i} holder sums drift: {sums:?} vs {:?}", s.sum));
+                return Err(format!(
+                    "app {i} holder sums drift: {sums:?} vs {:?}",
+                    s.sum
+                ));
             }
             file += sums.iter().sum::<u64>() + s.other_file;
         }
@@ -424,7 +434,10 @@ impl<'a> Sim<'a> {
         }
         let used = self.reserved_pages + anon + file + self.zram_pool();
         if used > self.dram_pages {
-            return Err(format!("memory overcommitted: {used} > {}", self.dram_pages));
+            return Err(format!(
+                "memory overcommitted: {used} > {}",
+                self.dram_pages
+            ));
         }
         Ok(())
     }
@@ -521,7 +534,11 @@ impl<'a> Sim<'a> {
         }
         let mut protected = 0;
         if self.mode == ReclaimMode::EfficiencyFirst {
-            protected += self.st.iter().map(|s| s.sum[Holder::Held as usize]).sum::<u64>();
+            protected += self
+                .st
+                .iter()
+                .map(|s| s.sum[Holder::Held as usize])
+                .sum::<u64>();
         }
         if let Some(a) = self.launching {
             let s = &self.st[a];
@@ -653,7 +670,11 @@ impl<'a> Sim<'a> {
             let scan = need.min(afford).ceil().max(RECLAIM_BATCH_PAGES as f64) as u64;
             let a_want = (scan as f64 * anon_frac).round() as u64;
             let f_want = scan - a_want;
-            let f_got = if f_want > 0 { self.evict_file(f_want) } else { 0 };
+            let f_got = if f_want > 0 {
+                self.evict_file(f_want)
+            } else {
+                0
+            };
             used += f_got as f64 * file_ms;
             let pool_before = self.zram_pool();
             let (a_got, cpu, flash) = if a_want > 0 {
@@ -896,13 +917,9 @@ impl<'a> Sim<'a> {
             .collect();
         let profiles: Vec<&LaunchProfile> = ids.iter().map(|&i| &self.models[i].profile).collect();
         let weights = vec![1.0; profiles.len()];
-        let plan = preload::plan_cutoffs(
-            &profiles,
-            &weights,
-            &self.dev.read_curve,
-            &self.cfg.preload,
-        )
-        .expect("cutoff 0 keeps every instance feasible");
+        let plan =
+            preload::plan_cutoffs(&profiles, &weights, &self.dev.read_curve, &self.cfg.preload)
+                .expect("cutoff 0 keeps every instance feasible");
         let mut cutoff = vec![None; self.models.len()];
         for (c, &i) in plan.apps.iter().zip(&ids) {
             cutoff[i] = Some(c.chosen.cutoff_bytes);
@@ -1038,7 +1055,8 @@ impl<'a> Sim<'a> {
         let Some(cutoff) = sfp.cutoff[a] else {
             return Vec::new();
         };
-        let spans = preload::launch_stream(&self.models[a].profile, cutoff, &self.cfg.preload, true);
+        let spans =
+            preload::launch_stream(&self.models[a].profile, cutoff, &self.cfg.preload, true);
         let mut q: Vec<(usize, usize, u64)> = Vec::new();
         for sp in &spans {
             if let Some(&(k, b)) = self.models[a].cell_of.get(&sp.path) {
@@ -1078,7 +1096,9 @@ impl<'a> Sim<'a> {
                     } else {
                         0
                     };
-                    v.push(Phase::Alloc { pages: anon + extra });
+                    v.push(Phase::Alloc {
+                        pages: anon + extra,
+                    });
                 }
             }
             LaunchKind::Warm | LaunchKind::Hot => {
@@ -1119,7 +1139,8 @@ impl<'a> Sim<'a> {
     pub fn launch(&mut self, a: usize) -> LaunchRecord {
         let kind = self.classify(a);
         let start = self.now_us;
-        let relaunch_after_kill = kind == LaunchKind::Cold && self.st[a].ran_before && self.st[a].killed;
+        let relaunch_after_kill =
+            kind == LaunchKind::Cold && self.st[a].ran_before && self.st[a].killed;
         if let Some(prev) = self.fg {
             self.touch_lru(prev);
         }
@@ -1191,7 +1212,12 @@ impl<'a> Sim<'a> {
 
     /// The flash's full rate (its largest-block throughput), pages per ms.
     fn device_ppm(&self) -> f64 {
-        let last = self.dev.read_curve.points().last().expect("curve has points");
+        let last = self
+            .dev
+            .read_curve
+            .points()
+            .last()
+            .expect("curve has points");
         last.bytes_per_sec / PAGE_BYTES as f64 / 1000.0
     }
 
@@ -1233,9 +1259,13 @@ impl<'a> Sim<'a> {
         let app_block = self.app_block(l);
         let pf_on = self.pol.preloader == Preloader::Paralfetch && l.pf_cell < CHUNKS * 2;
         let pf_ppm = self.rate_ppm(PARALFETCH_READ_BYTES);
-        let demand = app_block.map(|b| self.rate_ppm(b)).unwrap_or(0.0)
-            + if pf_on { pf_ppm } else { 0.0 };
-        let scale = if demand > dev_ppm { dev_ppm / demand } else { 1.0 };
+        let demand =
+            app_block.map(|b| self.rate_ppm(b)).unwrap_or(0.0) + if pf_on { pf_ppm } else { 0.0 };
+        let scale = if demand > dev_ppm {
+            dev_ppm / demand
+        } else {
+            1.0
+        };
         // Capacity used this step, in pages at the device's full rate.
         let mut cap_used = 0.0;
 
@@ -1628,7 +1658,9 @@ impl PreloadMechanism for Sim<'_> {
         for k in 0..CHUNKS {
             for b in 0..2 {
                 let room = self.models[a].chunk_pages[k][b] - self.st[a].cached(k, b);
-                let n = cells[k][b].min(room).min(self.free_pages().saturating_sub(self.min_pages()));
+                let n = cells[k][b]
+                    .min(room)
+                    .min(self.free_pages().saturating_sub(self.min_pages()));
                 if n > 0 {
                     self.add_file(a, h, k, b, n);
                     bytes += n * PAGE_BYTES;

@@ -51,45 +51,135 @@ pub fn paper_figures(device: &str, workload: &str) -> Vec<PaperFigure> {
     let pixel8_6 = device == "pixel8-6gb";
     if scenario {
         if pixel8_6 && workload == "high" {
-            v.push(rel("Fig. 13b §6.2", "cold_mean", "appflow", "android", -57.0,
-                "up to 57 % lower cold-launch latency on Pixel 8 6 GB, high"));
+            v.push(rel(
+                "Fig. 13b §6.2",
+                "cold_mean",
+                "appflow",
+                "android",
+                -57.0,
+                "up to 57 % lower cold-launch latency on Pixel 8 6 GB, high",
+            ));
         } else {
-            v.push(rel("Fig. 13 §6.2", "cold_mean", "appflow", "android", -38.65,
-                "33.7-43.6 % lower mean cold-launch latency across configs (midpoint shown)"));
+            v.push(rel(
+                "Fig. 13 §6.2",
+                "cold_mean",
+                "appflow",
+                "android",
+                -38.65,
+                "33.7-43.6 % lower mean cold-launch latency across configs (midpoint shown)",
+            ));
         }
         if workload == "low" {
-            v.push(rel("Fig. 13a §6.2", "cold_mean", "appflow", "paralfetch", -29.2,
-                "29.2 % lower than Paralfetch on average under low"));
+            v.push(rel(
+                "Fig. 13a §6.2",
+                "cold_mean",
+                "appflow",
+                "paralfetch",
+                -29.2,
+                "29.2 % lower than Paralfetch on average under low",
+            ));
         }
         if workload == "high" {
-            v.push(rel("§6.2", "cold_mean:Gemma", "acclaim+paralfetch", "paralfetch", 14.4,
-                "Acclaim+Paralfetch slows Gemma 14.4 % vs Paralfetch alone (high)"));
-            v.push(rel("§6.2", "cold_mean:Gemma", "acclaim+paralfetch", "acclaim", 4.8,
-                "... and 4.8 % vs Acclaim alone (high)"));
-            v.push(rel("§6.2", "cold_mean", "appflow", "acclaim+paralfetch", -56.7,
-                "AppFlow 56.7 % faster than the combination"));
+            v.push(rel(
+                "§6.2",
+                "cold_mean:Gemma",
+                "acclaim+paralfetch",
+                "paralfetch",
+                14.4,
+                "Acclaim+Paralfetch slows Gemma 14.4 % vs Paralfetch alone (high)",
+            ));
+            v.push(rel(
+                "§6.2",
+                "cold_mean:Gemma",
+                "acclaim+paralfetch",
+                "acclaim",
+                4.8,
+                "... and 4.8 % vs Acclaim alone (high)",
+            ));
+            v.push(rel(
+                "§6.2",
+                "cold_mean",
+                "appflow",
+                "acclaim+paralfetch",
+                -56.7,
+                "AppFlow 56.7 % faster than the combination",
+            ));
         }
         if pixel8_6 && workload == "high" {
-            v.push(rel("Fig. 16 §6.4.2", "direct_reclaims", "appflow", "android", -67.9,
-                "kernel direct reclaims −67.9 % (Pixel 8 6 GB, high)"));
-            v.push(rel("Fig. 16 §6.4.2", "kills", "appflow", "android", -33.7,
-                "LMK kills −33.7 %"));
+            v.push(rel(
+                "Fig. 16 §6.4.2",
+                "direct_reclaims",
+                "appflow",
+                "android",
+                -67.9,
+                "kernel direct reclaims −67.9 % (Pixel 8 6 GB, high)",
+            ));
+            v.push(rel(
+                "Fig. 16 §6.4.2",
+                "kills",
+                "appflow",
+                "android",
+                -33.7,
+                "LMK kills −33.7 %",
+            ));
         }
         if pixel8_6 {
-            v.push(rel("Fig. 17 §6.5.1", "cold_mean", "appflow-amr", "android", -14.7,
-                "AMR alone: latency −14.7 %"));
-            v.push(rel("Fig. 17 §6.5.1", "cold_relaunches", "appflow-amr", "android", -60.0,
-                "AMR alone: cold launches −60 %"));
-            v.push(rel("Fig. 17 §6.5.1", "cold_mean", "appflow-sfp", "android", -26.1,
-                "SFP alone: latency −26.1 %"));
-            v.push(rel("Fig. 17 §6.5.1", "cold_relaunches", "appflow-sfp", "android", 30.0,
-                "SFP alone: cold launches +30 %"));
-            v.push(rel("Fig. 17 §6.5.1", "cold_relaunches", "appflow-cpk", "android", -30.0,
-                "CPK alone: cold launches −30 %"));
-            v.push(rel("Fig. 17 §6.5.1", "cold_mean", "appflow", "android", -40.8,
-                "full AppFlow: latency −40.8 %"));
-            v.push(rel("Fig. 17 §6.5.1", "survivors", "appflow", "android", 85.0,
-                "full AppFlow: 1.85× more background apps"));
+            v.push(rel(
+                "Fig. 17 §6.5.1",
+                "cold_mean",
+                "appflow-amr",
+                "android",
+                -14.7,
+                "AMR alone: latency −14.7 %",
+            ));
+            v.push(rel(
+                "Fig. 17 §6.5.1",
+                "cold_relaunches",
+                "appflow-amr",
+                "android",
+                -60.0,
+                "AMR alone: cold launches −60 %",
+            ));
+            v.push(rel(
+                "Fig. 17 §6.5.1",
+                "cold_mean",
+                "appflow-sfp",
+                "android",
+                -26.1,
+                "SFP alone: latency −26.1 %",
+            ));
+            v.push(rel(
+                "Fig. 17 §6.5.1",
+                "cold_relaunches",
+                "appflow-sfp",
+                "android",
+                30.0,
+                "SFP alone: cold launches +30 %",
+            ));
+            v.push(rel(
+                "Fig. 17 §6.5.1",
+                "cold_relaunches",
+                "appflow-cpk",
+                "android",
+                -30.0,
+                "CPK alone: cold launches −30 %",
+            ));
+            v.push(rel(
+                "Fig. 17 §6.5.1",
+                "cold_mean",
+                "appflow",
+                "android",
+                -40.8,
+                "full AppFlow: latency −40.8 %",
+            ));
+            v.push(rel(
+                "Fig. 17 §6.5.1",
+                "survivors",
+                "appflow",
+                "android",
+                85.0,
+                "full AppFlow: 1.85× more background apps",
+            ));
         }
     }
     if workload == "multitask" {
@@ -111,32 +201,92 @@ pub fn paper_figures(device: &str, workload: &str) -> Vec<PaperFigure> {
             relative: false,
             text: "AppFlow keeps 13/17 (1.85×)",
         });
-        v.push(rel("Fig. 14 §6.3", "relaunch_mean", "appflow", "android", -37.6,
-            "mean relaunch time −37.6 % vs Android"));
+        v.push(rel(
+            "Fig. 14 §6.3",
+            "relaunch_mean",
+            "appflow",
+            "android",
+            -37.6,
+            "mean relaunch time −37.6 % vs Android",
+        ));
         if device == "pixel7-6gb" {
-            v.push(rel("Fig. 14 §6.3", "cold_relaunches", "paralfetch", "android", 20.0,
-                "Paralfetch +20 % cold relaunches vs Android (Pixel 7 6 GB)"));
-            v.push(rel("Fig. 14 §6.3", "cold_relaunches", "appflow", "android", -60.0,
-                "AppFlow −60 % cold relaunches vs Android (Pixel 7 6 GB)"));
+            v.push(rel(
+                "Fig. 14 §6.3",
+                "cold_relaunches",
+                "paralfetch",
+                "android",
+                20.0,
+                "Paralfetch +20 % cold relaunches vs Android (Pixel 7 6 GB)",
+            ));
+            v.push(rel(
+                "Fig. 14 §6.3",
+                "cold_relaunches",
+                "appflow",
+                "android",
+                -60.0,
+                "AppFlow −60 % cold relaunches vs Android (Pixel 7 6 GB)",
+            ));
         }
-        v.push(rel("Fig. 14 §6.3", "cold_relaunches", "appflow", "acclaim+paralfetch", -42.8,
-            "AppFlow 42.8 % fewer cold launches than Paralfetch+Acclaim"));
+        v.push(rel(
+            "Fig. 14 §6.3",
+            "cold_relaunches",
+            "appflow",
+            "acclaim+paralfetch",
+            -42.8,
+            "AppFlow 42.8 % fewer cold launches than Paralfetch+Acclaim",
+        ));
         if device == "pixel8-6gb" {
-            v.push(rel("Fig. 17 §6.5.1", "cold_relaunches", "appflow-amr", "android", -60.0,
-                "AMR alone: cold launches −60 %"));
-            v.push(rel("Fig. 17 §6.5.1", "cold_relaunches", "appflow-sfp", "android", 30.0,
-                "SFP alone: cold launches +30 %"));
-            v.push(rel("Fig. 17 §6.5.1", "cold_relaunches", "appflow-cpk", "android", -30.0,
-                "CPK alone: cold launches −30 %"));
-            v.push(rel("Fig. 17 §6.5.1", "survivors", "appflow", "android", 85.0,
-                "full AppFlow: 1.85× more background apps"));
+            v.push(rel(
+                "Fig. 17 §6.5.1",
+                "cold_relaunches",
+                "appflow-amr",
+                "android",
+                -60.0,
+                "AMR alone: cold launches −60 %",
+            ));
+            v.push(rel(
+                "Fig. 17 §6.5.1",
+                "cold_relaunches",
+                "appflow-sfp",
+                "android",
+                30.0,
+                "SFP alone: cold launches +30 %",
+            ));
+            v.push(rel(
+                "Fig. 17 §6.5.1",
+                "cold_relaunches",
+                "appflow-cpk",
+                "android",
+                -30.0,
+                "CPK alone: cold launches −30 %",
+            ));
+            v.push(rel(
+                "Fig. 17 §6.5.1",
+                "survivors",
+                "appflow",
+                "android",
+                85.0,
+                "full AppFlow: 1.85× more background apps",
+            ));
         }
     }
     if workload == "trace" {
-        v.push(rel("Fig. 19 §6.6", "cold_mean", "appflow", "android", -23.0,
-            "100-day test (Pixel 8 8 GB): mean cold-launch latency −23 %"));
-        v.push(rel("Fig. 19 §6.6", "gb_cold_relaunches", "appflow", "android", -31.6,
-            "GB-scale cold relaunches −31.6 %"));
+        v.push(rel(
+            "Fig. 19 §6.6",
+            "cold_mean",
+            "appflow",
+            "android",
+            -23.0,
+            "100-day test (Pixel 8 8 GB): mean cold-launch latency −23 %",
+        ));
+        v.push(rel(
+            "Fig. 19 §6.6",
+            "gb_cold_relaunches",
+            "appflow",
+            "android",
+            -31.6,
+            "GB-scale cold relaunches −31.6 %",
+        ));
         v.push(PaperFigure {
             source: "abstract, Fig. 19 §6.6",
             metric: "under_1s_share",
@@ -157,8 +307,14 @@ pub fn paper_figures(device: &str, workload: &str) -> Vec<PaperFigure> {
             relative: false,
             text: "in-vehicle stock cold launch 4.3 s",
         });
-        v.push(rel("Fig. 20 §6.6", "cold_mean", "appflow", "android", -53.4,
-            "in-vehicle 4.3 s → 2.0 s (−53.4 %)"));
+        v.push(rel(
+            "Fig. 20 §6.6",
+            "cold_mean",
+            "appflow",
+            "android",
+            -53.4,
+            "in-vehicle 4.3 s → 2.0 s (−53.4 %)",
+        ));
     }
     v
 }
@@ -204,14 +360,16 @@ pub fn compare(report: &RunReport) -> Vec<Comparison> {
         .into_iter()
         .filter(|f| find(f.policy).is_some())
         .map(|fig| {
-            let ours = find(fig.policy).and_then(|r| metric(r, fig.metric)).and_then(|x| {
-                if fig.relative {
-                    let b = find(fig.baseline).and_then(|r| metric(r, fig.metric))?;
-                    (b != 0.0).then(|| (x - b) / b * 100.0)
-                } else {
-                    Some(x)
-                }
-            });
+            let ours = find(fig.policy)
+                .and_then(|r| metric(r, fig.metric))
+                .and_then(|x| {
+                    if fig.relative {
+                        let b = find(fig.baseline).and_then(|r| metric(r, fig.metric))?;
+                        (b != 0.0).then(|| (x - b) / b * 100.0)
+                    } else {
+                        Some(x)
+                    }
+                });
             Comparison { fig, ours }
         })
         .collect()
@@ -254,7 +412,9 @@ pub fn table(report: &RunReport, compare_paper: bool) -> String {
     for r in &report.results {
         let m = &r.summary;
         let vs = match base {
-            Some(b) if b > 0.0 && r.policy != "android" => pct((m.cold_launch_ms.mean - b) / b * 100.0),
+            Some(b) if b > 0.0 && r.policy != "android" => {
+                pct((m.cold_launch_ms.mean - b) / b * 100.0)
+            }
             _ => "-".into(),
         };
         let _ = writeln!(
@@ -290,8 +450,8 @@ pub fn table(report: &RunReport, compare_paper: bool) -> String {
         } else {
             let _ = writeln!(
                 s,
-                "{:<20} {:<18} {:<20} {:>10} {:>10}  {}",
-                "source", "metric", "policy vs baseline", "ours", "paper", "paper says"
+                "{:<20} {:<18} {:<20} {:>10} {:>10}  paper says",
+                "source", "metric", "policy vs baseline", "ours", "paper"
             );
             for c in rows {
                 let f = &c.fig;
@@ -374,7 +534,12 @@ pub fn plot_svg(report: &RunReport, compare_paper: bool) -> Result<String, Strin
         let max = report
             .results
             .iter()
-            .map(|r| r.summary.cold_launch_ms.p90.max(r.summary.cold_launch_ms.mean))
+            .map(|r| {
+                r.summary
+                    .cold_launch_ms
+                    .p90
+                    .max(r.summary.cold_launch_ms.mean)
+            })
             .fold(1.0f64, f64::max)
             * 1.15;
         let root = SVGBackend::with_string(&mut svg, (160 * n.max(3) as u32 + 120, 480))
@@ -389,23 +554,24 @@ pub fn plot_svg(report: &RunReport, compare_paper: bool) -> Result<String, Strin
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(0f64..n as f64, 0f64..max)
+            .build_cartesian_2d(0f64..n as f64, -max * 0.08..max)
             .map_err(|e| e.to_string())?;
-        let names: Vec<String> = report.results.iter().map(|r| r.policy.clone()).collect();
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(n)
-            .x_label_formatter(&|x| {
-                let i = x.floor() as usize;
-                if (*x - i as f64 - 0.5).abs() < 0.26 {
-                    names.get(i).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
+            .disable_x_axis()
             .y_desc("ms")
             .draw()
+            .map_err(|e| e.to_string())?;
+        // Policy names under their bars (inside the plot, below zero).
+        chart
+            .draw_series(report.results.iter().enumerate().map(|(i, r)| {
+                Text::new(
+                    r.policy.clone(),
+                    (i as f64 + 0.1, -max * 0.02),
+                    ("sans-serif", 13).into_font(),
+                )
+            }))
             .map_err(|e| e.to_string())?;
         let mean_color = RGBColor(70, 110, 180);
         let p90_color = RGBColor(200, 120, 60);
@@ -419,7 +585,9 @@ pub fn plot_svg(report: &RunReport, compare_paper: bool) -> Result<String, Strin
             }))
             .map_err(|e| e.to_string())?
             .label("mean (ours)")
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], mean_color.filled()));
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 10, y + 5)], mean_color.filled())
+            });
         chart
             .draw_series(report.results.iter().enumerate().map(|(i, r)| {
                 let x = i as f64;
@@ -430,7 +598,9 @@ pub fn plot_svg(report: &RunReport, compare_paper: bool) -> Result<String, Strin
             }))
             .map_err(|e| e.to_string())?
             .label("p90 (ours)")
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], p90_color.filled()));
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 10, y + 5)], p90_color.filled())
+            });
         if compare_paper {
             let base = report
                 .results

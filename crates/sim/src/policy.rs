@@ -112,7 +112,10 @@ pub fn parse_list(list: &str) -> Result<Vec<Policy>, InputError> {
     for n in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let p = Policy::by_name(n)?;
         if out.iter().any(|q| q.name == p.name) {
-            return Err(InputError::new(format!("policy {:?} is listed twice", p.name)));
+            return Err(InputError::new(format!(
+                "policy {:?} is listed twice",
+                p.name
+            )));
         }
         out.push(p);
     }
@@ -136,7 +139,11 @@ mod tests {
         }
         for n in ["appflow-sfp", "appflow-amr", "appflow-cpk"] {
             let m = Policy::by_name(n).unwrap().modules();
-            assert_eq!([m.sfp, m.amr, m.cpk].iter().filter(|x| **x).count(), 1, "{n}");
+            assert_eq!(
+                [m.sfp, m.amr, m.cpk].iter().filter(|x| **x).count(),
+                1,
+                "{n}"
+            );
         }
         assert_eq!(Policy::by_name("appflow").unwrap().modules(), Modules::ALL);
         assert_eq!(Policy::by_name("android").unwrap().modules(), Modules::NONE);

@@ -131,7 +131,11 @@ impl TraceReader {
     pub fn open(path: &std::path::Path, cat: &[AppSpec]) -> Result<Self, InputError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| InputError::new(format!("{}: cannot read: {e}", path.display())))?;
-        Ok(Self::from_events(parse(&text, &path.display().to_string(), cat)?))
+        Ok(Self::from_events(parse(
+            &text,
+            &path.display().to_string(),
+            cat,
+        )?))
     }
     /// A reader over events already parsed.
     pub fn from_events(events: Vec<TraceEvent>) -> Self {
@@ -262,7 +266,11 @@ pub fn generate(
     }
     let mut pop = vec![0.0; chosen.len()];
     for (rank, &i) in order.iter().enumerate() {
-        let boost = if chosen[i].class == AppClass::GbScale { 2.0 } else { 1.0 };
+        let boost = if chosen[i].class == AppClass::GbScale {
+            2.0
+        } else {
+            1.0
+        };
         pop[i] = boost / (rank as f64 + 1.0).powf(0.9);
     }
     let cats: Vec<Category> = chosen.iter().map(|a| category(&a.name)).collect();
@@ -272,7 +280,11 @@ pub fn generate(
     let (mut switches, mut reopen, mut reopen_30) = (0u64, 0u64, 0u64);
     for day in 0..days {
         let weekend = matches!(day % 7, 5 | 6);
-        let wake_ms = if weekend { 9 * 3_600_000 } else { 7 * 3_600_000 } + r.below(3_600_000);
+        let wake_ms = if weekend {
+            9 * 3_600_000
+        } else {
+            7 * 3_600_000
+        } + r.below(3_600_000);
         let sleep_ms = 23 * 3_600_000 + r.below(3_600_000);
         let mut t = wake_ms;
         while t < sleep_ms {
@@ -353,13 +365,21 @@ mod tests {
     #[test]
     fn errors_name_file_and_line() {
         let c = catalogue();
-        let e = parse("user,timestamp,app,event\nu,1,TikTok,open\nu,x,TikTok,open\n", "t.csv", &c)
+        let e = parse(
+            "user,timestamp,app,event\nu,1,TikTok,open\nu,x,TikTok,open\n",
+            "t.csv",
+            &c,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("t.csv:3:"), "{e}");
+        let e = parse("u,1,Nope,open\n", "t.csv", &c)
             .unwrap_err()
             .to_string();
-        assert!(e.starts_with("t.csv:3:"), "{e}");
-        let e = parse("u,1,Nope,open\n", "t.csv", &c).unwrap_err().to_string();
         assert!(e.contains("t.csv:1") && e.contains("TikTok"), "{e}");
-        let e = parse("u,5,TikTok,open\nu,4,TikTok,close\n", "f", &c).unwrap_err().to_string();
+        let e = parse("u,5,TikTok,open\nu,4,TikTok,close\n", "f", &c)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("f:2") && e.contains("back in time"), "{e}");
         let e = parse("u,5,TikTok,jump\n", "f", &c).unwrap_err().to_string();
         assert!(e.contains("f:1") && e.contains("jump"), "{e}");
@@ -379,7 +399,10 @@ mod tests {
         assert!(sa.switches >= 800, "{sa:?}");
         assert!(sa.reaccess_30min_share > 0.8, "{sa:?}");
         let ev = parse(&a, "gen", &c).unwrap();
-        assert_eq!(ev.iter().filter(|e| e.kind == EventKind::Open).count() as u64, sa.switches);
+        assert_eq!(
+            ev.iter().filter(|e| e.kind == EventKind::Open).count() as u64,
+            sa.switches
+        );
         assert!(generate(&c, 0, 60, 1).is_err());
         assert!(generate(&c, 101, 60, 1).is_err());
         assert!(generate(&c, 5, 500, 1).is_err());

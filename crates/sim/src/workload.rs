@@ -94,12 +94,15 @@ impl Workload {
                 t = GB_SCALE_APPS.iter().map(|n| idx(models, n)).collect();
             } else {
                 for n in targets {
-                    let i = models.iter().position(|m| &m.spec.name == n).ok_or_else(|| {
-                        InputError::new(format!(
-                            "unknown target app {n:?}; valid targets: {}",
-                            GB_SCALE_APPS.join(", ")
-                        ))
-                    })?;
+                    let i = models
+                        .iter()
+                        .position(|m| &m.spec.name == n)
+                        .ok_or_else(|| {
+                            InputError::new(format!(
+                                "unknown target app {n:?}; valid targets: {}",
+                                GB_SCALE_APPS.join(", ")
+                            ))
+                        })?;
                     if models[i].spec.class != AppClass::GbScale {
                         return Err(InputError::new(format!(
                             "target {n:?} is not a GB-scale app; valid targets: {}",
@@ -406,7 +409,9 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
     );
     extra.insert(
         "preload_read_mib".into(),
-        json!(round3(c.preload_read_pages as f64 * PAGE_BYTES as f64 / 1048576.0)),
+        json!(round3(
+            c.preload_read_pages as f64 * PAGE_BYTES as f64 / 1048576.0
+        )),
     );
     extra.insert("amr_mode_switches".into(), json!(c.amr_switches));
     extra.insert(
@@ -451,7 +456,9 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
             let gb_cold = o
                 .measured
                 .iter()
-                .filter(|r| r.kind == LaunchKind::Cold && models[r.app].spec.class == AppClass::GbScale)
+                .filter(|r| {
+                    r.kind == LaunchKind::Cold && models[r.app].spec.class == AppClass::GbScale
+                })
                 .count();
             extra.insert("gb_scale_cold_launches".into(), json!(gb_cold));
         }

@@ -1,0 +1,403 @@
+//! Integration tests of the simulator: golden traces and metrics,
+//! determinism, bad input, and model invariants.
+//!
+//! Golden metrics live in `tests/data/golden.json`. When a model change is
+//! intended, regenerate them with
+//! `APPFLOW_SIM_BLESS=1 cargo test -p appflow-sim --test sim golden` and
+//! explain the change in the commit message.
+
+use appflow_core::InputError;
+use appflow_sim::catalog::{self, catalogue};
+use appflow_sim::cli::{simulate, Format, SimArgs};
+use appflow_sim::device;
+use appflow_sim::engine::{Sim, SimConfig};
+use appflow_sim::policy::{Policy, POLICY_NAMES};
+use appflow_sim::trace::{self, EventKind, TraceReader};
+use appflow_sim::workload::{self, Workload};
+use std::path::{Path, PathBuf};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+fn args(device: &str, workload: &str, policy: &str) -> SimArgs {
+    SimArgs {
+        device: device.into(),
+        workload: workload.into(),
+        policy: policy.into(),
+        seed: 1,
+        format: Format::Json,
+        output: None,
+        plot: None,
+        compare_paper: false,
+        targets: vec![],
+        trace: None,
+        generate_trace: None,
+        days: 100,
+        apps: 60,
+        preload_budget_mb: None,
+        list: false,
+        threads: 0,
+    }
+}
+
+fn input_error(e: anyhow::Error) -> String {
+    assert!(
+        e.chain().any(|c| c.downcast_ref::<InputError>().is_some()),
+        "expected an InputError, got: {e:#}"
+    );
+    format!("{e:#}")
+}
+
+// ---------------------------------------------------------------------
+// Golden: readers and exact metrics
+// ---------------------------------------------------------------------
+
+#[test]
+fn csv_and_tsv_readers_give_the_same_expected_events() {
+    let cat = catalogue();
+    let csv = TraceReader::open(&data("small.csv"), &cat).unwrap();
+    let tsv = TraceReader::open(&data("small.tsv"), &cat).unwrap();
+    assert_eq!(csv.events(), tsv.events());
+    let ev = csv.events();
+    assert_eq!(ev.len(), 31);
+    assert_eq!(csv.users(), vec!["alice".to_string(), "bob".to_string()]);
+    // First, a close, and last events, checked field by field.
+    assert_eq!(
+        (
+            ev[0].user.as_str(),
+            ev[0].ts_ms,
+            ev[0].app.as_str(),
+            ev[0].kind
+        ),
+        ("alice", 1_704_096_000_000, "TikTok", EventKind::Open)
+    );
+    assert_eq!(
+        (ev[1].ts_ms, ev[1].app.as_str()),
+        (1_704_096_045_000, "WhatsApp")
+    );
+    let first_close = ev.iter().position(|e| e.kind == EventKind::Close).unwrap();
+    assert_eq!(first_close, 6);
+    assert_eq!(ev[first_close].app, "TikTok");
+    let last = ev.last().unwrap();
+    assert_eq!(
+        (last.user.as_str(), last.app.as_str(), last.kind),
+        ("bob", "Line", EventKind::Close)
+    );
+    // The reader restarts.
+    let mut r = csv.clone();
+    let a: Vec<_> = r.by_ref().take(3).collect();
+    r.reset();
+    let b: Vec<_> = r.take(3).collect();
+    assert_eq!(a, b);
+}
+
+/// Summaries of every policy on two tiny deterministic scenarios.
+fn golden_now() -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    let all = POLICY_NAMES.join(",");
+    let mut a = args("pixel8-6gb", "trace", &all);
+    a.trace = Some(data("small.csv"));
+    let mut b = args("pixel8-6gb", "high", &all);
+    b.targets = vec!["TikTok".into()];
+    for (name, a) in [("trace_small", a), ("high_tiktok", b)] {
+        let r = simulate(&a, &catalogue()).unwrap();
+        let mut m = serde_json::Map::new();
+        for p in &r.results {
+            m.insert(p.policy.clone(), serde_json::to_value(&p.summary).unwrap());
+        }
+        out.insert(name.into(), m.into());
+    }
+    out.into()
+}
+
+#[test]
+fn golden_metrics_per_policy() {
+    let now = golden_now();
+    let path = data("golden.json");
+    if std::env::var_os("APPFLOW_SIM_BLESS").is_some() {
+        let text = serde_json::to_string_pretty(&now).unwrap() + "\n";
+        std::fs::write(&path, &text).unwrap();
+        println!("fresh golden values written to {}:\n{text}", path.display());
+        return;
+    }
+    let want: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(
+        now,
+        want,
+        "golden metrics changed; if the model change is intended, rerun with \
+         APPFLOW_SIM_BLESS=1 and explain it. Fresh values:\n{}",
+        serde_json::to_string_pretty(&now).unwrap()
+    );
+}
+
+// ---------------------------------------------------------------------
+// Determinism
+// ---------------------------------------------------------------------
+
+#[test]
+fn same_seed_gives_byte_identical_json() {
+    let mut a = args(
+        "pixel8-6gb",
+        "high",
+        "android,paralfetch,acclaim,acclaim+paralfetch,appflow",
+    );
+    a.targets = vec!["TikTok".into(), "Gemma".into(), "PUBG".into()];
+    a.compare_paper = true;
+    let cat = catalogue();
+    let one = appflow_sim::output::json(&simulate(&a, &cat).unwrap());
+    a.threads = 1;
+    let two = appflow_sim::output::json(&simulate(&a, &cat).unwrap());
+    assert_eq!(one, two, "thread count must not change the output");
+    a.threads = 0;
+    let three = appflow_sim::output::json(&simulate(&a, &cat).unwrap());
+    assert_eq!(one, three);
+    a.seed = 2;
+    let other = appflow_sim::output::json(&simulate(&a, &cat).unwrap());
+    assert_ne!(one, other, "the seed must matter");
+    // The contract's fields are there.
+    let v: serde_json::Value = serde_json::from_str(&one).unwrap();
+    for k in ["device", "workload", "seed", "results"] {
+        assert!(v.get(k).is_some(), "{k}");
+    }
+    let s = &v["results"][0]["summary"];
+    for k in [
+        "launches",
+        "cold_launch_ms",
+        "under_1s_share",
+        "cold_relaunches",
+        "survivors",
+        "kills",
+        "direct_reclaims",
+        "refault_ratio",
+        "preload_bytes_peak",
+    ] {
+        assert!(s.get(k).is_some(), "{k}");
+    }
+}
+
+// ---------------------------------------------------------------------
+// Bad input
+// ---------------------------------------------------------------------
+
+#[test]
+fn unknown_names_list_the_valid_ones() {
+    let cat = catalogue();
+    let e = input_error(simulate(&args("pixel9", "high", "android"), &cat).unwrap_err());
+    assert!(
+        e.contains("pixel9") && e.contains("pixel8-6gb") && e.contains("headunit-4gb"),
+        "{e}"
+    );
+    let e = input_error(simulate(&args("pixel8-6gb", "huge", "android"), &cat).unwrap_err());
+    assert!(e.contains("huge") && e.contains("multitask"), "{e}");
+    let e = input_error(simulate(&args("pixel8-6gb", "high", "android,lru"), &cat).unwrap_err());
+    assert!(e.contains("\"lru\"") && e.contains("appflow-amr"), "{e}");
+    let mut a = args("pixel8-6gb", "high", "android");
+    a.targets = vec!["Tiktok".into()];
+    let e = input_error(simulate(&a, &cat).unwrap_err());
+    assert!(e.contains("Tiktok") && e.contains("TikTok"), "{e}");
+    a.targets = vec!["WhatsApp".into()];
+    let e = input_error(simulate(&a, &cat).unwrap_err());
+    assert!(e.contains("not a GB-scale app"), "{e}");
+    let e = input_error(simulate(&args("pixel8-6gb", "trace", "android"), &cat).unwrap_err());
+    assert!(e.contains("--trace"), "{e}");
+}
+
+#[test]
+fn malformed_trace_line_reports_file_and_line() {
+    let cat = catalogue();
+    let mut a = args("pixel8-6gb", "trace", "android");
+    a.trace = Some(data("bad_event.csv"));
+    let e = input_error(simulate(&a, &cat).unwrap_err());
+    assert!(
+        e.contains("bad_event.csv:3:") && e.contains("teleport"),
+        "{e}"
+    );
+    let text = "user,timestamp,app,event\nu,10,TikTok,open\nu,20,NoSuchApp,open\n";
+    let e = trace::parse(text, "inline.csv", &cat)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("inline.csv:3:") && e.contains("NoSuchApp"),
+        "{e}"
+    );
+}
+
+#[test]
+fn impossible_configurations_are_refused_before_any_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.json");
+    let plot = dir.path().join("plot.svg");
+    let mut a = args("pixel8-6gb", "high", "android");
+    a.output = Some(out.clone());
+    a.plot = Some(plot.clone());
+    a.preload_budget_mb = Some(64 * 1024);
+    let e = input_error(appflow_sim::cli::run(a.clone()).unwrap_err());
+    assert!(e.contains("--preload-budget-mb"), "{e}");
+    a.preload_budget_mb = None;
+    a.policy = "android,nope".into();
+    input_error(appflow_sim::cli::run(a.clone()).unwrap_err());
+    a.policy = String::new();
+    input_error(appflow_sim::cli::run(a.clone()).unwrap_err());
+    assert!(
+        !out.exists() && !plot.exists(),
+        "no output file on bad input"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(leftovers.is_empty(), "no temp file left behind");
+    // Trace generator bounds.
+    let cat = catalogue();
+    assert!(trace::generate(&cat, 0, 60, 1).is_err());
+    assert!(trace::generate(&cat, 10, 10, 1).is_err());
+}
+
+#[test]
+fn good_run_writes_complete_files_atomically() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.csv");
+    let plot = dir.path().join("cmp.svg");
+    let mut a = args("pixel8-6gb", "low", "android,appflow");
+    a.targets = vec!["TikTok".into()];
+    a.format = Format::Csv;
+    a.output = Some(out.clone());
+    a.plot = Some(plot.clone());
+    a.compare_paper = true;
+    appflow_sim::cli::run(a).unwrap();
+    let csv = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(csv.lines().nth(1).unwrap().contains(",android,"));
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("appflow"),
+        "{}",
+        &svg[..80]
+    );
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+}
+
+// ---------------------------------------------------------------------
+// Invariants
+// ---------------------------------------------------------------------
+
+#[test]
+fn preload_never_above_budget_and_accounting_holds() {
+    let cat = catalogue();
+    for (w, dev) in [("high", "pixel8-6gb"), ("multitask", "pixel7-6gb")] {
+        let mut a = args(
+            dev,
+            w,
+            "appflow,appflow-sfp,android,paralfetch,acclaim+paralfetch",
+        );
+        a.targets = vec!["Gemma".into(), "TikTok".into()];
+        for budget_mb in [None, Some(20)] {
+            a.preload_budget_mb = budget_mb;
+            let r = simulate(&a, &cat).unwrap();
+            let budget = budget_mb.unwrap_or(100) * 1024 * 1024;
+            for p in &r.results {
+                assert!(
+                    p.summary.preload_bytes_peak <= budget,
+                    "{} {w}: preload {} > budget {budget}",
+                    p.policy,
+                    p.summary.preload_bytes_peak
+                );
+                assert!(
+                    p.extra.get("accounting_errors").is_none(),
+                    "{} {w}: {:?}",
+                    p.policy,
+                    p.extra.get("accounting_errors")
+                );
+                assert_eq!(p.extra["stuck_launches"], 0, "{}", p.policy);
+            }
+            let sfp = r.results.iter().find(|p| p.policy == "appflow").unwrap();
+            assert!(sfp.summary.preload_bytes_peak > 0, "SFP preloads something");
+        }
+    }
+}
+
+#[test]
+fn foreground_is_never_killed_and_pages_are_conserved_step_by_step() {
+    let cat = catalogue();
+    let models: Vec<_> = cat.iter().map(catalog::model).collect();
+    let dev = device::device("pixel7-6gb").unwrap();
+    let cfg = SimConfig::with_seed(3);
+    let w = Workload::resolve("multitask", &models, &[], None).unwrap();
+    let Workload::Multitask { apps } = &w else {
+        unreachable!()
+    };
+    for name in ["android", "appflow", "appflow-cpk", "acclaim+paralfetch"] {
+        let pol = Policy::by_name(name).unwrap();
+        let mut sim = Sim::new(&dev, pol, &cfg, &models, &w.installed(&models));
+        let mut kills_seen = 0;
+        for round in 0..3 {
+            for &a in apps {
+                let before = sim.kill_log.len();
+                sim.launch(a);
+                // Kills during this launch never hit the launching (foreground) app.
+                for &(_, victim, _) in &sim.kill_log[before..] {
+                    assert_ne!(victim, a, "{name}: foreground {a} killed in round {round}");
+                }
+                assert!(sim.alive(a), "{name}: launched app must be alive");
+                sim.check_accounting()
+                    .unwrap_or_else(|e| panic!("{name} round {round}: {e}"));
+                sim.idle(10_000_000);
+                sim.check_accounting()
+                    .unwrap_or_else(|e| panic!("{name} round {round} idle: {e}"));
+                kills_seen = sim.kill_log.len();
+            }
+        }
+        assert!(kills_seen > 0, "{name}: the scenario must create pressure");
+    }
+}
+
+#[test]
+fn appflow_family_drives_the_core() {
+    // SFP uses the core's plan: every installed app has a cutoff, and the
+    // standby budget binds at the core default.
+    let cat = catalogue();
+    let mut a = args(
+        "pixel8-6gb",
+        "high",
+        "appflow,appflow-amr,appflow-cpk,android",
+    );
+    a.targets = vec!["TikTok".into()];
+    let r = simulate(&a, &cat).unwrap();
+    let get = |p: &str| r.results.iter().find(|x| x.policy == p).unwrap();
+    let cut = get("appflow").extra["sfp_cutoff_bytes"]
+        .as_object()
+        .unwrap();
+    assert_eq!(cut.len(), 1 + 17, "target + 17 background apps");
+    assert!(
+        get("appflow-amr").extra["amr_mode_switches"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(get("android").extra["amr_mode_switches"], 0);
+    assert!(get("appflow-amr").extra.get("sfp_cutoff_bytes").is_none());
+}
+
+#[test]
+fn generated_trace_replays_under_every_policy() {
+    let cat = catalogue();
+    let (text, st) = trace::generate(&cat, 2, 60, 5).unwrap();
+    assert!(st.switches > 100);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.csv");
+    std::fs::write(&p, text).unwrap();
+    let mut a = args("pixel8-8gb", "trace", &POLICY_NAMES.join(","));
+    a.trace = Some(p);
+    let r = simulate(&a, &cat).unwrap();
+    for res in &r.results {
+        assert_eq!(res.summary.launches, r.results[0].summary.launches);
+        assert!(res.summary.under_1s_share > 0.0 && res.summary.under_1s_share <= 1.0);
+        assert!(res.extra.contains_key("cold_relaunches_per_day"));
+    }
+    let _ = workload::WORKLOAD_NAMES;
+}
