@@ -1740,3 +1740,27 @@ impl KillMechanism for Sim<'_> {
         Ok(KillOutcome { reaped: true })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn take_cells_removes_exactly_what_it_reports() {
+        let mut c: Cells = [[0; 2]; CHUNKS];
+        for (k, cell) in c.iter_mut().enumerate() {
+            *cell = [k as u64 * 3 + 1, k as u64 * 7];
+        }
+        let total = cells_sum(&c);
+        for n in [0, 1, 5, 97, total - 1, total, total + 10] {
+            let mut d = c;
+            let got = take_cells(&mut d, n);
+            assert_eq!(got, n.min(total));
+            assert_eq!(cells_sum(&d), total - got);
+            assert!(d
+                .iter()
+                .zip(c.iter())
+                .all(|(x, y)| x[0] <= y[0] && x[1] <= y[1]));
+        }
+    }
+}

@@ -308,7 +308,7 @@ fn preload_never_above_budget_and_accounting_holds() {
                     p.summary.preload_bytes_peak
                 );
                 assert!(
-                    p.extra.get("accounting_errors").is_none(),
+                    !p.extra.contains_key("accounting_errors"),
                     "{} {w}: {:?}",
                     p.policy,
                     p.extra.get("accounting_errors")
@@ -380,7 +380,7 @@ fn appflow_family_drives_the_core() {
             > 0
     );
     assert_eq!(get("android").extra["amr_mode_switches"], 0);
-    assert!(get("appflow-amr").extra.get("sfp_cutoff_bytes").is_none());
+    assert!(!get("appflow-amr").extra.contains_key("sfp_cutoff_bytes"));
 }
 
 #[test]
