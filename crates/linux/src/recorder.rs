@@ -241,6 +241,28 @@ impl Samples {
     }
 }
 
+/// Ignores SIGTSTP, SIGTTIN and SIGTTOU until dropped, then restores them.
+struct IgnoreStops([(libc::c_int, libc::sighandler_t); 3]);
+
+impl IgnoreStops {
+    fn new() -> Self {
+        let sigs = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
+        // SAFETY: installing SIG_IGN; the previous disposition is kept to restore.
+        Self(sigs.map(|s| (s, unsafe { libc::signal(s, libc::SIG_IGN) })))
+    }
+}
+
+impl Drop for IgnoreStops {
+    fn drop(&mut self) {
+        for (s, old) in self.0 {
+            if old != libc::SIG_ERR {
+                // SAFETY: restoring the disposition saved in new().
+                unsafe { libc::signal(s, old) };
+            }
+        }
+    }
+}
+
 fn kill_tree(child: &mut Child, pids: &BTreeSet<u32>, keep_running: bool) {
     if keep_running {
         return;
@@ -316,6 +338,11 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
             });
         }
     };
+    // While recording, every open on the watched filesystems waits for the
+    // watcher thread: a stopped recorder (Ctrl-Z) would stall the machine.
+    // Job-control stops are ignored until the watcher is closed (set after
+    // the spawn so the app does not inherit the ignored dispositions).
+    let _no_stop = IgnoreStops::new();
     let (line_tx, line_rx) = mpsc::channel::<()>();
     if let (Readiness::Line(re), Some(out)) = (&opts.readiness, child.stdout.take()) {
         let re = re.clone();
@@ -381,6 +408,7 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
         samples.take(&opts.proc_root, &known, true);
     }
     let seen = watcher.finish();
+    drop(_no_stop);
     let mut pids = samples.pids.clone();
     pids.extend(&samples.exited);
     if let Ok(s) = &seen {
