@@ -29,7 +29,7 @@ pub struct BenchArgs {
     pub device: String,
     /// Multiply every size (memory, swap, app files, allocations, CPU work,
     /// preload budget) by this factor; storage throughput is not scaled.
-    #[arg(long, default_value_t = 0.25)]
+    #[arg(long, default_value_t = 0.15)]
     pub scale: f64,
     /// Scenarios, comma-separated: low, medium, high, multitask, trace.
     #[arg(long, default_value = "high", value_delimiter = ',')]
@@ -70,7 +70,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 60_000)]
     pub timeout_ms: u64,
     /// Wait after the background load is up, before the target launch, ms.
-    #[arg(long, default_value_t = 2_000)]
+    #[arg(long, default_value_t = 1_500)]
     pub settle_ms: u64,
     /// A short run for CI (≤ 5 min): phone-6gb at scale 0.08, scenario low,
     /// 1 repetition, policies stock, appflow, oracle.
@@ -244,7 +244,7 @@ pub fn options(a: &BenchArgs) -> Result<BenchOptions> {
                 )));
             }
         }
-        if !(a.time_compress > 0.0) {
+        if a.time_compress.is_nan() || a.time_compress <= 0.0 {
             return Err(input("--time-compress must be > 0"));
         }
     }
@@ -255,7 +255,10 @@ pub fn options(a: &BenchArgs) -> Result<BenchOptions> {
         )));
     }
     if !["table", "json"].contains(&a.format.as_str()) {
-        return Err(input(format!("--format must be table or json, got {:?}", a.format)));
+        return Err(input(format!(
+            "--format must be table or json, got {:?}",
+            a.format
+        )));
     }
     let binary = match &a.binary {
         Some(b) => b.clone(),
@@ -402,7 +405,12 @@ pub fn run_bench(o: &BenchOptions) -> Result<BenchOutcome> {
         .iter()
         .map(|s| {
             s.synthetic().map(|syn| {
-                Layout::new(&s.name, syn, o.device.scale, &mnt.join("apps").join(&s.name))
+                Layout::new(
+                    &s.name,
+                    syn,
+                    o.device.scale,
+                    &mnt.join("apps").join(&s.name),
+                )
             })
         })
         .collect();
@@ -452,6 +460,9 @@ pub fn run_bench(o: &BenchOptions) -> Result<BenchOutcome> {
     })
 }
 
+/// Reports and the measurements behind them.
+type Measured = (Vec<RunReport>, Vec<(Scenario, Measurement)>);
+
 type RunResult = (
     Vec<RunReport>,
     Vec<(Scenario, Measurement)>,
@@ -481,7 +492,11 @@ fn run_in_domain(
         domain,
         apps,
         binary: o.binary.clone(),
-        log_dir: setup.dir.parent().map(|d| d.join("logs")).unwrap_or_default(),
+        log_dir: setup
+            .dir
+            .parent()
+            .map(|d| d.join("logs"))
+            .unwrap_or_default(),
         daemon: setup,
         launch_timeout: o.timeout,
         settle: o.settle,
@@ -551,7 +566,13 @@ fn prepare(
             let bps = io_test_in_leaf(&o.binary, &calib_leaf, f, bs, total, &log_dir)?;
             calibration.push((bs, bps));
         }
-        let at = |b: u64| calibration.iter().find(|c| c.0 == b).map(|c| c.1).unwrap_or(0.0);
+        let at = |b: u64| {
+            calibration
+                .iter()
+                .find(|c| c.0 == b)
+                .map(|c| c.1)
+                .unwrap_or(0.0)
+        };
         progress.say(&format!(
             "calibration inside the domain (O_DIRECT, random offsets): 4 KiB {:.1} MB/s, 512 KiB {:.1} MB/s ({:.1}x)",
             at(4096) / 1e6,
@@ -616,8 +637,13 @@ fn io_test_in_leaf(
         "--total-bytes".into(),
         total.to_string(),
     ];
-    let (mut p, t0) =
-        crate::launch::spawn("calibration", &argv, leaf, 0, &log_dir.join("calibration.log"))?;
+    let (mut p, t0) = crate::launch::spawn(
+        "calibration",
+        &argv,
+        leaf,
+        0,
+        &log_dir.join("calibration.log"),
+    )?;
     let re = regex::Regex::new(r"^bytes_per_sec (\S+)$")?;
     let (o, _) = p.wait_ready(
         &crate::launch::Readiness::Line(re),
@@ -660,7 +686,9 @@ fn make_profiles(
     if mode != "spec" {
         match record_profiles(o, apps, setup, log_dir) {
             Ok(n) => {
-                progress.say(&format!("recorded {n} launch profiles with `appflow record`"));
+                progress.say(&format!(
+                    "recorded {n} launch profiles with `appflow record`"
+                ));
                 return Ok("recorded".into());
             }
             Err(e) if mode == "record" => return Err(e.context("--profiles record")),
@@ -678,7 +706,10 @@ fn make_profiles(
         if let Some(l) = &a.layout {
             let mut p = LaunchProfile::new(a.name());
             p.merge_launch(&l.observation(now_ms));
-            domain::write_atomic(&dir.join(format!("{}.json", a.name())), p.to_json().as_bytes())?;
+            domain::write_atomic(
+                &dir.join(format!("{}.json", a.name())),
+                p.to_json().as_bytes(),
+            )?;
             n += 1;
         }
     }
@@ -709,7 +740,8 @@ fn record_profiles(
             .arg(setup.state_dir());
         match &a.spec.body {
             AppBody::Synthetic(_) => {
-                cmd.arg("--ready-line").arg(format!("^{}$", synth::READY_LINE));
+                cmd.arg("--ready-line")
+                    .arg(format!("^{}$", synth::READY_LINE));
             }
             AppBody::Command(c) => match c.ready {
                 spec::Ready::Stdout => {
@@ -736,7 +768,9 @@ fn record_profiles(
                 policy::last_line(&log_dir.join(format!("record-{}.log", a.name())))
             );
         }
-        let pf = setup.state_dir().join(format!("profiles/{}.json", a.name()));
+        let pf = setup
+            .state_dir()
+            .join(format!("profiles/{}.json", a.name()));
         let text = std::fs::read_to_string(&pf)
             .with_context(|| format!("appflow record wrote no {}", pf.display()))?;
         let p = LaunchProfile::from_json(&text)
@@ -756,7 +790,7 @@ fn measure_all(
     progress: &Progress,
     calibration: &[(u64, f64)],
     profile_mode: &str,
-) -> Result<(Vec<RunReport>, Vec<(Scenario, Measurement)>)> {
+) -> Result<Measured> {
     let policies: Vec<Policy> = o
         .policies
         .iter()
@@ -787,20 +821,19 @@ fn measure_all(
                 let what = format!(
                     "{} {}rep {}/{} policy {}",
                     scenario.name(),
-                    target.as_deref().map(|t| format!("target {t} ")).unwrap_or_default(),
+                    target
+                        .as_deref()
+                        .map(|t| format!("target {t} "))
+                        .unwrap_or_default(),
                     rep + 1,
                     o.reps,
                     p.name()
                 );
                 progress.step(&what);
                 let r = match scenario {
-                    Scenario::Low | Scenario::Medium | Scenario::High => run::run_target(
-                        bed,
-                        p,
-                        *scenario,
-                        target.as_deref().expect("target"),
-                        rep,
-                    ),
+                    Scenario::Low | Scenario::Medium | Scenario::High => {
+                        run::run_target(bed, p, *scenario, target.as_deref().expect("target"), rep)
+                    }
                     Scenario::Multitask => run::run_multitask(bed, p, rep),
                     Scenario::Trace => run::run_trace(
                         bed,
@@ -892,17 +925,9 @@ fn measure_all(
                 "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
             }),
         );
-        let r = report::build(
-            o.device.preset.name,
-            s,
-            &o.policies,
-            &ms,
-            skipped,
-            extra,
-        );
+        let r = report::build(o.device.preset.name, s, &o.policies, &ms, skipped, extra);
         if let Some(dir) = &o.plot_dir {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             plot::latency(&r, &dir.join(format!("latency-{}.svg", s.name())))?;
             for m in ms.iter().filter(|m| m.rep == 0 && !m.timeline.is_empty()) {
                 plot::timeline(
@@ -926,7 +951,9 @@ fn measure_all(
 pub fn run(a: BenchArgs) -> Result<()> {
     if a.cleanup {
         if !live::is_root() {
-            return Err(input("appflow bench --cleanup needs root (run it with sudo)"));
+            return Err(input(
+                "appflow bench --cleanup needs root (run it with sudo)",
+            ));
         }
         let removed = live::cleanup(&Roots::default())?;
         if removed.is_empty() {
@@ -1023,29 +1050,42 @@ mod tests {
 
     #[test]
     fn bad_input_is_refused_with_exit_2_errors() {
-        let is_input = |e: anyhow::Error| e.chain().any(|c| c.downcast_ref::<InputError>().is_some());
-        let mut a = BenchArgs::default();
-        assert_eq!(a.device, "phone-6gb");
-        a.device = "phone-3gb".into();
+        let is_input =
+            |e: anyhow::Error| e.chain().any(|c| c.downcast_ref::<InputError>().is_some());
+        assert_eq!(BenchArgs::default().device, "phone-6gb");
+        let a = BenchArgs {
+            device: "phone-3gb".into(),
+            ..BenchArgs::default()
+        };
         let e = options(&a).unwrap_err();
         assert!(e.to_string().contains("phone-6gb"), "{e}");
         assert!(is_input(e));
-        let mut a = BenchArgs::default();
-        a.policies = vec!["android".into()];
+        let a = BenchArgs {
+            policies: vec!["android".into()],
+            ..BenchArgs::default()
+        };
         assert!(is_input(options(&a).unwrap_err()));
-        let mut a = BenchArgs::default();
-        a.target = vec!["nope".into()];
+        let a = BenchArgs {
+            target: vec!["nope".into()],
+            ..BenchArgs::default()
+        };
         assert!(is_input(options(&a).unwrap_err()));
-        let mut a = BenchArgs::default();
-        a.scenario = vec!["trace".into()];
+        let a = BenchArgs {
+            scenario: vec!["trace".into()],
+            ..BenchArgs::default()
+        };
         assert!(is_input(options(&a).unwrap_err()));
-        let mut a = BenchArgs::default();
-        a.scale = -1.0;
+        let a = BenchArgs {
+            scale: -1.0,
+            ..BenchArgs::default()
+        };
         assert!(is_input(options(&a).unwrap_err()));
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("bad.toml"), "name = \"x\"\nclass = \"gb\"\n").unwrap();
-        let mut a = BenchArgs::default();
-        a.app_files = vec![d.path().join("bad.toml")];
+        let a = BenchArgs {
+            app_files: vec![d.path().join("bad.toml")],
+            ..BenchArgs::default()
+        };
         let e = options(&a).unwrap_err();
         assert!(e.to_string().contains("bad.toml"), "{e}");
         assert!(is_input(e));
@@ -1064,6 +1104,9 @@ mod tests {
         .unwrap();
         assert_eq!(q.reps, 1);
         assert_eq!(q.scenarios, vec![Scenario::Low]);
-        assert_eq!(q.policies, vec![Policy::Stock, Policy::Appflow, Policy::Oracle]);
+        assert_eq!(
+            q.policies,
+            vec![Policy::Stock, Policy::Appflow, Policy::Oracle]
+        );
     }
 }

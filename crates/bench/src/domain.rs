@@ -545,7 +545,10 @@ fn signal(pid: u32, sig: nix::sys::signal::Signal) {
 pub fn kill_cgroup_procs(path: &Path, timeout: Duration) -> bool {
     wait_until(timeout, || {
         let procs = std::fs::read_to_string(path.join("cgroup.procs")).unwrap_or_default();
-        let pids: Vec<u32> = procs.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        let pids: Vec<u32> = procs
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
         for &p in &pids {
             signal(p, nix::sys::signal::Signal::SIGKILL);
         }
@@ -578,7 +581,10 @@ impl Ops for LiveOps {
     fn undo(&mut self, r: &Resource) -> Result<()> {
         use nix::sys::signal::Signal;
         match r {
-            Resource::Process { pid, start_ticks: t } => {
+            Resource::Process {
+                pid,
+                start_ticks: t,
+            } => {
                 if start_ticks(&self.proc_root, *pid) != Some(*t) {
                     return Ok(());
                 }
@@ -598,14 +604,12 @@ impl Ops for LiveOps {
                     bail!("processes of {} would not die", path.display());
                 }
                 let mut last = None;
-                let ok = wait_until(Duration::from_secs(5), || {
-                    match std::fs::remove_dir(path) {
-                        Ok(()) => true,
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-                        Err(e) => {
-                            last = Some(e);
-                            false
-                        }
+                let ok = wait_until(Duration::from_secs(5), || match std::fs::remove_dir(path) {
+                    Ok(()) => true,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+                    Err(e) => {
+                        last = Some(e);
+                        false
                     }
                 });
                 if !ok {
@@ -621,7 +625,11 @@ impl Ops for LiveOps {
                 // SAFETY: a valid NUL-terminated path.
                 let rc = unsafe { libc::swapoff(c.as_ptr()) };
                 if rc != 0 {
-                    bail!("swapoff {}: {}", dev.display(), std::io::Error::last_os_error());
+                    bail!(
+                        "swapoff {}: {}",
+                        dev.display(),
+                        std::io::Error::last_os_error()
+                    );
                 }
                 Ok(())
             }
@@ -661,7 +669,9 @@ impl Ops for LiveOps {
             }
             Resource::Loop { dev } => {
                 let name = dev.file_name().unwrap_or_default().to_string_lossy();
-                let bf = self.sys_root.join(format!("block/{name}/loop/backing_file"));
+                let bf = self
+                    .sys_root
+                    .join(format!("block/{name}/loop/backing_file"));
                 if !bf.exists() {
                     return Ok(());
                 }
@@ -847,15 +857,20 @@ mod tests {
             ),
         )
         .unwrap();
-        std::fs::write(roots.proc_root.join("swaps"), "Filename Type Size Used Priority\n")
-            .unwrap();
+        std::fs::write(
+            roots.proc_root.join("swaps"),
+            "Filename Type Size Used Priority\n",
+        )
+        .unwrap();
         let found = find_leftovers(&roots);
         let has = |r: Resource| found.contains(&r);
         assert!(has(Resource::RunDir {
             path: roots.run_dir.clone()
         }));
         assert!(has(Resource::Image { path: img.clone() }));
-        assert!(!found.iter().any(|r| matches!(r, Resource::Image { path } if path.ends_with("unrelated.img"))));
+        assert!(!found
+            .iter()
+            .any(|r| matches!(r, Resource::Image { path } if path.ends_with("unrelated.img"))));
         assert!(has(Resource::Loop {
             dev: "/dev/loop3".into()
         }));
@@ -866,11 +881,15 @@ mod tests {
         assert!(has(Resource::Cgroup {
             path: roots.cgroup_root.join("memory/appflow-bench/app-a")
         }));
-        assert!(!found.iter().any(|r| matches!(r, Resource::Cgroup { path } if path.ends_with("other"))));
+        assert!(!found
+            .iter()
+            .any(|r| matches!(r, Resource::Cgroup { path } if path.ends_with("other"))));
         // Reverse of the returned order: children before parents, mounts before loops,
         // loops before images, the run dir last.
         let pos = |p: &dyn Fn(&Resource) -> bool| found.iter().position(p).unwrap();
-        let parent = pos(&|r| matches!(r, Resource::Cgroup { path } if path.ends_with("memory/appflow-bench")));
+        let parent = pos(
+            &|r| matches!(r, Resource::Cgroup { path } if path.ends_with("memory/appflow-bench")),
+        );
         let child = pos(&|r| matches!(r, Resource::Cgroup { path } if path.ends_with("app-a")));
         assert!(parent < child);
         let m = pos(&|r| matches!(r, Resource::Mount { .. }));

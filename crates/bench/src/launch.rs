@@ -87,12 +87,16 @@ pub fn spawn(
     // strings prepared before the fork.
     unsafe {
         cmd.pre_exec(move || {
-            for (path, val) in [(&mem_procs, c"0"), (&blk_procs, c"0"), (&oom, adj.as_c_str())] {
+            for (path, val) in [
+                (&mem_procs, c"0"),
+                (&blk_procs, c"0"),
+                (&oom, adj.as_c_str()),
+            ] {
                 let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
                 if fd < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                let n = libc::write(fd, val.as_ptr().cast(), libc::strlen(val.as_ptr()));
+                let n = libc::write(fd, val.as_ptr().cast(), val.count_bytes());
                 libc::close(fd);
                 if n < 0 {
                     return Err(std::io::Error::last_os_error());

@@ -16,14 +16,14 @@
 //! | [`policy`] | the policies and the daemon driver (contracts B, C, E) |
 
 pub mod cli;
+pub mod counters;
 pub mod device;
 pub mod domain;
 pub mod launch;
 pub mod live;
-pub mod policy;
-pub mod spec;
-pub mod synth;
-pub mod counters;
 pub mod plot;
+pub mod policy;
 pub mod report;
 pub mod run;
+pub mod spec;
+pub mod synth;

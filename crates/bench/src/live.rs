@@ -48,7 +48,10 @@ pub fn sleep_checked(d: Duration) -> Result<()> {
     let t0 = std::time::Instant::now();
     while t0.elapsed() < d {
         check_interrupted()?;
-        std::thread::sleep((d - t0.elapsed()).min(Duration::from_millis(20)));
+        std::thread::sleep(
+            d.saturating_sub(t0.elapsed())
+                .min(Duration::from_millis(20)),
+        );
     }
     check_interrupted()
 }
@@ -180,7 +183,9 @@ impl Domain {
             .to_string_lossy()
             .to_string();
         let qdir = roots.sys_root.join(format!("block/{lname}"));
-        let loop_majmin = std::fs::read_to_string(qdir.join("dev"))?.trim().to_string();
+        let loop_majmin = std::fs::read_to_string(qdir.join("dev"))?
+            .trim()
+            .to_string();
         write(
             &qdir.join("queue/read_ahead_kb"),
             &device.preset.read_ahead_kib.to_string(),
@@ -215,7 +220,10 @@ impl Domain {
         })?;
         let zdir = roots.sys_root.join(format!("block/zram{idx}"));
         let algos = std::fs::read_to_string(zdir.join("comp_algorithm")).unwrap_or_default();
-        if algos.split_whitespace().any(|a| a.trim_matches(['[', ']']) == "lz4") {
+        if algos
+            .split_whitespace()
+            .any(|a| a.trim_matches(['[', ']']) == "lz4")
+        {
             write(&zdir.join("comp_algorithm"), "lz4")?;
         }
         write(
@@ -326,7 +334,10 @@ impl Domain {
             .sys_root
             .join(format!("block/zram{}/mm_stat", self.zram_index));
         let t = std::fs::read_to_string(p).unwrap_or_default();
-        let v: Vec<u64> = t.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        let v: Vec<u64> = t
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
         (
             v.first().copied().unwrap_or(0),
             v.get(2).copied().unwrap_or(0),
@@ -356,12 +367,20 @@ pub fn is_root() -> bool {
 /// What a machine must have; the first thing missing, if any.
 pub fn missing_feature(roots: &Roots) -> Option<String> {
     let need = [
-        (roots.cgroup_root.join("memory/memory.limit_in_bytes"), "cgroup v1 memory controller"),
         (
-            roots.cgroup_root.join("blkio/blkio.throttle.read_iops_device"),
+            roots.cgroup_root.join("memory/memory.limit_in_bytes"),
+            "cgroup v1 memory controller",
+        ),
+        (
+            roots
+                .cgroup_root
+                .join("blkio/blkio.throttle.read_iops_device"),
             "cgroup v1 blkio controller with throttling",
         ),
-        (roots.sys_root.join("class/zram-control/hot_add"), "zram (modprobe zram)"),
+        (
+            roots.sys_root.join("class/zram-control/hot_add"),
+            "zram (modprobe zram)",
+        ),
         ("/dev/loop-control".into(), "loop devices (modprobe loop)"),
     ];
     for (p, what) in need {

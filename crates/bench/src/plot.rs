@@ -141,8 +141,7 @@ pub fn timeline(title: &str, pts: &[TimelinePoint], path: &Path) -> Result<()> {
     let mut spans = Vec::new();
     let mut start: Option<f64> = None;
     for p in pts {
-        let eff = p.swappiness == 0
-            || p.mode.as_deref().is_some_and(|m| m.contains("efficiency"));
+        let eff = p.swappiness == 0 || p.mode.as_deref().is_some_and(|m| m.contains("efficiency"));
         match (eff, start) {
             (true, None) => start = Some(p.t_ms),
             (false, Some(s)) => {
@@ -157,13 +156,18 @@ pub fn timeline(title: &str, pts: &[TimelinePoint], path: &Path) -> Result<()> {
     }
     chart
         .draw_series(
-            spans
-                .iter()
-                .map(|&(a, b)| Rectangle::new([(a, 0.0), (b, ymax)], RGBColor(255, 230, 200).filled())),
+            spans.iter().map(|&(a, b)| {
+                Rectangle::new([(a, 0.0), (b, ymax)], RGBColor(255, 230, 200).filled())
+            }),
         )
         .map_err(err)?
         .label("efficiency-first (swappiness 0)")
-        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], RGBColor(255, 230, 200).filled()));
+        .legend(|(x, y)| {
+            Rectangle::new(
+                [(x, y - 5), (x + 10, y + 5)],
+                RGBColor(255, 230, 200).filled(),
+            )
+        });
     type Getter = fn(&TimelinePoint) -> u64;
     let series: [(&str, Getter, RGBColor); 5] = [
         ("usage", |p| p.usage_bytes, COLORS[0]),

@@ -166,8 +166,15 @@ pub fn check_config(binary: &Path, config: &Path) -> Result<()> {
         .with_context(|| format!("running {}", binary.display()))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-        bail!("`appflow daemon --check-config` exited with {}: {last}", out.status);
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        bail!(
+            "`appflow daemon --check-config` exited with {}: {last}",
+            out.status
+        );
     }
     Ok(())
 }
@@ -216,7 +223,10 @@ impl Daemon {
             }
             if t0.elapsed() > Duration::from_secs(15) {
                 d.stop();
-                bail!("the daemon's socket did not answer within 15 s: {}", last_line(log));
+                bail!(
+                    "the daemon's socket did not answer within 15 s: {}",
+                    last_line(log)
+                );
             }
             crate::live::sleep_checked(Duration::from_millis(20))?;
         }

@@ -139,7 +139,10 @@ pub fn build(
                 "read_ios": total.read_ios / n,
             }),
         );
-        let dpeak: Vec<u64> = ok.iter().filter_map(|m| m.daemon_standby_peak_bytes).collect();
+        let dpeak: Vec<u64> = ok
+            .iter()
+            .filter_map(|m| m.daemon_standby_peak_bytes)
+            .collect();
         if !dpeak.is_empty() {
             extra.insert(
                 "daemon_standby_bytes_peak".into(),
@@ -355,7 +358,10 @@ mod tests {
         assert_eq!(r.results[1].policy, "oracle");
         assert_eq!(r.results[1].summary.under_1s_share, 1.0);
         let t = table(&r);
-        assert!(t.contains("oracle") && t.contains("skipped: daemon missing"), "{t}");
+        assert!(
+            t.contains("oracle") && t.contains("skipped: daemon missing"),
+            "{t}"
+        );
         let v = serde_json::to_value(&r).unwrap();
         assert!(v["extra"]["skipped_policies"]["appflow"].is_string());
     }

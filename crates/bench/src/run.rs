@@ -262,6 +262,10 @@ pub struct Measurement {
     pub error: Option<String>,
 }
 
+/// What a session ends with: counter deltas, apps killed externally,
+/// foreground killed, mincore preload peak, daemon-reported standby peak.
+pub type SessionEnd = (Delta, Vec<String>, bool, u64, Option<u64>);
+
 /// A session: one policy, one repetition.
 pub struct Session<'a> {
     bed: &'a mut Bed,
@@ -300,7 +304,10 @@ impl<'a> Session<'a> {
         };
         if policy.needs_daemon() {
             let cfg = s.bed.daemon.config_path(policy);
-            let log = s.bed.log_dir.join(format!("daemon-{}-{label}.log", policy.name()));
+            let log = s
+                .bed
+                .log_dir
+                .join(format!("daemon-{}-{label}.log", policy.name()));
             let d = Daemon::start(&s.bed.binary, &cfg, &s.bed.daemon.socket(), &log)?;
             s.daemon_res = s.bed.domain.track_process(d.pid())?;
             s.daemon = Some(d);
@@ -331,7 +338,11 @@ impl<'a> Session<'a> {
         let mut b = 0;
         for a in &self.bed.apps {
             if !self.ever.contains(a.name()) {
-                b += a.paths().iter().map(|p| synth::resident_bytes(p)).sum::<u64>();
+                b += a
+                    .paths()
+                    .iter()
+                    .map(|p| synth::resident_bytes(p))
+                    .sum::<u64>();
             }
         }
         self.preload_peak = self.preload_peak.max(b);
@@ -347,7 +358,11 @@ impl<'a> Session<'a> {
 
     /// Brings `app` to the foreground: a cold launch if it is not running,
     /// a switch if it is. With `timeline`, samples the domain every 50 ms.
-    pub fn launch(&mut self, app: &str, timeline: Option<&mut Vec<TimelinePoint>>) -> Result<LaunchRecord> {
+    pub fn launch(
+        &mut self,
+        app: &str,
+        timeline: Option<&mut Vec<TimelinePoint>>,
+    ) -> Result<LaunchRecord> {
         check_interrupted()?;
         self.reap();
         if let Some(prev) = self.fg.take() {
@@ -364,7 +379,9 @@ impl<'a> Session<'a> {
         let a = self.bed.app(app)?;
         let timeout = a.timeout(self.bed.launch_timeout);
         let alive = self.procs.get_mut(app).is_some_and(|p| p.alive());
-        let sampler = timeline.is_some().then(|| Sampler::start(self.bed, self.daemon.is_some()));
+        let sampler = timeline
+            .is_some()
+            .then(|| Sampler::start(self.bed, self.daemon.is_some()));
         let (outcome, ms, kind) = if alive {
             let p = self.procs.get_mut(app).expect("alive");
             p.set_oom_score_adj(FOREGROUND_ADJ);
@@ -384,7 +401,11 @@ impl<'a> Session<'a> {
             self.procs.remove(app);
             self.checkpoint_preload();
             let a = self.bed.app(app)?;
-            let argv = a.argv(&self.bed.binary, self.bed.domain.device.scale, &self.bed.domain.mnt);
+            let argv = a.argv(
+                &self.bed.binary,
+                self.bed.domain.device.scale,
+                &self.bed.domain.mnt,
+            );
             let readiness = a.readiness();
             if let Readiness::File(f) = &readiness {
                 let _ = std::fs::remove_file(f);
@@ -482,7 +503,7 @@ impl<'a> Session<'a> {
     }
 
     /// Ends the session: stops the daemon (it restores its settings), then every app.
-    pub fn end(mut self) -> Result<(Delta, Vec<String>, bool, u64, Option<u64>)> {
+    pub fn end(mut self) -> Result<SessionEnd> {
         self.reap();
         let delta = counters::delta(&self.start, &self.bed.sample());
         if let Some(mut d) = self.daemon.take() {
@@ -536,7 +557,10 @@ impl Sampler {
                 };
                 out.push(TimelinePoint {
                     t_ms: t0.elapsed().as_secs_f64() * 1000.0,
-                    usage_bytes: rd(mem.join("memory.usage_in_bytes")).trim().parse().unwrap_or(0),
+                    usage_bytes: rd(mem.join("memory.usage_in_bytes"))
+                        .trim()
+                        .parse()
+                        .unwrap_or(0),
                     cache_bytes: g("total_cache"),
                     rss_bytes: g("total_rss"),
                     swap_bytes: g("total_swap"),
@@ -545,7 +569,10 @@ impl Sampler {
                         &majmin,
                     )
                     .saturating_sub(read0),
-                    swappiness: rd(mem.join("memory.swappiness")).trim().parse().unwrap_or(0),
+                    swappiness: rd(mem.join("memory.swappiness"))
+                        .trim()
+                        .parse()
+                        .unwrap_or(0),
                     mode,
                 });
                 k += 1;
@@ -621,8 +648,14 @@ pub fn background(apps: &[App], scenario: Scenario, target: &str) -> Vec<String>
 
 /// The multitask order: every app, GB-scale apps spread among the small ones.
 pub fn multitask_order(apps: &[App]) -> Vec<String> {
-    let gb: Vec<&App> = apps.iter().filter(|a| a.spec.class == AppClass::Gb).collect();
-    let small: Vec<&App> = apps.iter().filter(|a| a.spec.class == AppClass::Small).collect();
+    let gb: Vec<&App> = apps
+        .iter()
+        .filter(|a| a.spec.class == AppClass::Gb)
+        .collect();
+    let small: Vec<&App> = apps
+        .iter()
+        .filter(|a| a.spec.class == AppClass::Small)
+        .collect();
     let mut out = Vec::new();
     let every = (small.len() / gb.len().max(1)).max(1);
     let mut g = gb.iter();
@@ -746,10 +779,11 @@ pub fn read_trace(path: &Path, user: Option<&str>) -> Result<Vec<TraceEvent>> {
         .map_err(|e| bad(format!("cannot read trace: {e}")))?;
     let headers = r.headers().map_err(|e| bad(e.to_string()))?.clone();
     let col = |n: &str| {
-        headers
-            .iter()
-            .position(|h| h == n)
-            .ok_or_else(|| bad(format!("missing column `{n}` (need user,timestamp,app,event)")))
+        headers.iter().position(|h| h == n).ok_or_else(|| {
+            bad(format!(
+                "missing column `{n}` (need user,timestamp,app,event)"
+            ))
+        })
     };
     let (cu, ct, ca, ce) = (col("user")?, col("timestamp")?, col("app")?, col("event")?);
     let mut out = Vec::new();
@@ -765,11 +799,11 @@ pub fn read_trace(path: &Path, user: Option<&str>) -> Result<Vec<TraceEvent>> {
         if Some(u) != first_user.as_deref() {
             continue;
         }
-        let t: f64 = rec
-            .get(ct)
-            .unwrap_or("")
-            .parse()
-            .map_err(|_| bad(format!("line {line}: field `timestamp` is not a number of seconds")))?;
+        let t: f64 = rec.get(ct).unwrap_or("").parse().map_err(|_| {
+            bad(format!(
+                "line {line}: field `timestamp` is not a number of seconds"
+            ))
+        })?;
         let ev = rec.get(ce).unwrap_or("");
         let fg = match ev {
             "launch" | "foreground" => true,
@@ -862,7 +896,10 @@ mod tests {
         let e = read_trace(&p, None).unwrap_err().to_string();
         assert!(e.contains("`timestamp`"), "{e}");
         std::fs::write(&p, "user,timestamp,app,event\nu1,1,llm,jump\n").unwrap();
-        assert!(read_trace(&p, None).unwrap_err().to_string().contains("jump"));
+        assert!(read_trace(&p, None)
+            .unwrap_err()
+            .to_string()
+            .contains("jump"));
     }
 
     #[test]

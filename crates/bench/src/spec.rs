@@ -223,9 +223,9 @@ impl AppSpec {
                 if raw.command.is_some() {
                     return Err(field("command", "not allowed when kind = \"synthetic\""));
                 }
-                let s = raw
-                    .synthetic
-                    .ok_or_else(|| field("synthetic", "missing section for kind = \"synthetic\""))?;
+                let s = raw.synthetic.ok_or_else(|| {
+                    field("synthetic", "missing section for kind = \"synthetic\"")
+                })?;
                 validate_synthetic(&s).map_err(|(f, w)| field(&format!("synthetic.{f}"), &w))?;
                 AppBody::Synthetic(s)
             }
@@ -273,10 +273,7 @@ fn validate_synthetic(s: &SyntheticSpec) -> Result<(), (&'static str, String)> {
         return Err(("small_file_min_kib", "must be > 0".into()));
     }
     if s.small_file_max_kib < s.small_file_min_kib {
-        return Err((
-            "small_file_max_kib",
-            "must be >= small_file_min_kib".into(),
-        ));
+        return Err(("small_file_max_kib", "must be >= small_file_min_kib".into()));
     }
     if s.small_file_max_kib > 1024 {
         return Err(("small_file_max_kib", "must be <= 1024 (1 MiB)".into()));

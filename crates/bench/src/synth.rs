@@ -395,7 +395,9 @@ pub fn burn_cpu(us: u64) -> u64 {
     let mut x: u64 = 0x1234_5678;
     while thread_cpu_us() < end {
         for _ in 0..2000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
         }
     }
     x
@@ -498,7 +500,9 @@ pub fn run_app(layout: &Layout, cpu_switch_us: u64) -> Result<()> {
                 let mut f =
                     std::fs::File::open(&p).with_context(|| format!("opening {}", p.display()))?;
                 let n = f.read(&mut buf)?;
-                st.sum = st.sum.wrapping_add(buf[..n.min(64)].iter().map(|&b| b as u64).sum());
+                st.sum = st
+                    .sum
+                    .wrapping_add(buf[..n.min(64)].iter().map(|&b| b as u64).sum());
             }
             Op::Read { file, off, len } => {
                 let mut o = off;
@@ -634,9 +638,15 @@ mod tests {
         let b = Layout::new("x", &spec(), 0.5, Path::new("/m/x"));
         assert_eq!(a, b);
         assert_eq!(a.small.len(), 50);
-        assert!(a.small.iter().all(|f| f.size >= 4096 && f.size <= 64 * 1024));
+        assert!(a
+            .small
+            .iter()
+            .all(|f| f.size >= 4096 && f.size <= 64 * 1024));
         let large: u64 = a.large.iter().map(|f| f.size).sum();
-        assert!((large as f64 - 15.0 * 1048576.0).abs() < 3.0 * 4096.0, "{large}");
+        assert!(
+            (large as f64 - 15.0 * 1048576.0).abs() < 3.0 * 4096.0,
+            "{large}"
+        );
         assert_eq!(a.anon_bytes() / 16 * 16, (8.0 * 1048576.0) as u64 / 16 * 16);
         let read_large = a.launch_file_bytes() - a.small.iter().map(|f| f.size).sum::<u64>();
         // Half of the large bytes are read (rounded down to pages per extent).
@@ -677,7 +687,7 @@ mod tests {
         let n = l.generate().unwrap();
         assert_eq!(n, l.disk_bytes());
         for p in l.paths() {
-            assert_eq!(std::fs::metadata(&p).unwrap().len() > 0, true);
+            assert!(std::fs::metadata(&p).unwrap().len() > 0);
         }
         let big = l.dir.join(&l.large[0].rel);
         let _ = std::fs::read(&big).unwrap();

@@ -18,7 +18,11 @@ fn appflow_binary() -> Option<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| ws.join("target"));
     // The profile this test was built with, then the other one.
-    let first = if cfg!(debug_assertions) { "debug" } else { "release" };
+    let first = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
     [first, "debug", "release"]
         .iter()
         .map(|p| target.join(p).join("appflow"))
@@ -67,7 +71,12 @@ fn quick_bench_leaves_nothing_behind_and_keeps_invariants() {
     assert!(!out.measurements.is_empty());
     let mut launches = 0;
     for (_, m) in &out.measurements {
-        assert!(m.error.is_none(), "{:?} session failed: {:?}", m.policy, m.error);
+        assert!(
+            m.error.is_none(),
+            "{:?} session failed: {:?}",
+            m.policy,
+            m.error
+        );
         for l in m.launches.iter().chain(&m.load_launches) {
             launches += 1;
             assert!(
@@ -89,7 +98,11 @@ fn quick_bench_leaves_nothing_behind_and_keeps_invariants() {
             );
         }
         // 4. The foreground app was never killed.
-        assert!(!m.foreground_killed, "{:?}: the foreground app was killed", m.policy);
+        assert!(
+            !m.foreground_killed,
+            "{:?}: the foreground app was killed",
+            m.policy
+        );
     }
     assert!(launches > 0);
     // The report has the oracle row and a stock row.
