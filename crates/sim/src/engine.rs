@@ -236,10 +236,24 @@ fn take_cells(c: &mut Cells, n: u64) -> u64 {
 
 #[derive(Debug, Clone, Copy)]
 enum Phase {
-    Read { k: usize, frac: f64 },
-    Cpu { ms: f64 },
-    Alloc { pages: u64 },
-    SwapIn { zram: u64, flash: u64 },
+    /// Read chunk `k` (a share `frac` of it); `left` is what remains to
+    /// read of each bucket since the phase began (set on first visit), so
+    /// pages evicted after use are not read twice within the phase.
+    Read {
+        k: usize,
+        frac: f64,
+        left: Option<[u64; 2]>,
+    },
+    Cpu {
+        ms: f64,
+    },
+    Alloc {
+        pages: u64,
+    },
+    SwapIn {
+        zram: u64,
+        flash: u64,
+    },
 }
 
 struct Launch {
@@ -650,10 +664,12 @@ impl<'a> Sim<'a> {
             if file_avail == 0 && anon_avail == 0 {
                 break;
             }
+            let high = self.dev.wmark_high_bytes / PAGE_BYTES;
             let anon_frac = if self.mode == ReclaimMode::EfficiencyFirst {
-                // File only; anon only when no file page is left (the kernel
-                // reclaims anon at swappiness 0 once file is nearly gone).
-                if file_avail == 0 {
+                // File only; anon only when file is nearly gone (the
+                // kernel's "file is tiny" rule in get_scan_count scans anon
+                // at swappiness 0 once file + free is below the high watermark).
+                if file_avail + self.free_pages() < high || file_avail == 0 {
                     1.0
                 } else {
                     0.0
@@ -1089,7 +1105,11 @@ impl<'a> Sim<'a> {
                 let cpu = m.spec.cpu_init_ms * self.dev.cpu_scale * j / CHUNKS as f64;
                 let anon = m.anon_pages / CHUNKS as u64;
                 for k in 0..CHUNKS {
-                    v.push(Phase::Read { k, frac: 1.0 });
+                    v.push(Phase::Read {
+                        k,
+                        frac: 1.0,
+                        left: None,
+                    });
                     v.push(Phase::Cpu { ms: cpu });
                     let extra = if k == CHUNKS - 1 {
                         m.anon_pages - anon * CHUNKS as u64
@@ -1108,7 +1128,11 @@ impl<'a> Sim<'a> {
                     flash: (s.anon_swap as f64 * f) as u64,
                 });
                 for k in 0..CHUNKS {
-                    v.push(Phase::Read { k, frac: f });
+                    v.push(Phase::Read {
+                        k,
+                        frac: f,
+                        left: None,
+                    });
                 }
                 v.push(Phase::Cpu {
                     ms: m.spec.resume_ms * self.dev.cpu_scale * j,
@@ -1225,10 +1249,11 @@ impl<'a> Sim<'a> {
     fn app_block(&self, l: &Launch) -> Option<u64> {
         let m = &self.models[l.app];
         match l.phases.get(l.pos) {
-            Some(Phase::Read { k, frac }) => {
+            Some(Phase::Read { k, frac, left }) => {
                 for b in [SMALL, LARGE] {
                     let want = (m.chunk_pages[*k][b] as f64 * frac).ceil() as u64;
-                    if want > self.st[l.app].cached(*k, b) {
+                    let need = want.saturating_sub(self.st[l.app].cached(*k, b));
+                    if left.map_or(need, |l| l[b].min(need)) > 0 {
                         return Some(if b == SMALL {
                             m.small_block_bytes[*k]
                         } else {
@@ -1339,13 +1364,20 @@ impl<'a> Sim<'a> {
                         flash: if from_zram { flash } else { flash - got },
                     };
                 }
-                Phase::Read { k, frac } => {
+                Phase::Read { k, frac, left } => {
                     let mut progressed = false;
                     let mut need_any = false;
+                    let mut left = left.unwrap_or_else(|| {
+                        let m = &self.models[a];
+                        [SMALL, LARGE].map(|b| {
+                            let want = (m.chunk_pages[k][b] as f64 * frac).ceil() as u64;
+                            want.saturating_sub(self.st[a].cached(k, b))
+                        })
+                    });
                     for b in [SMALL, LARGE] {
                         let m = &self.models[a];
                         let want = (m.chunk_pages[k][b] as f64 * frac).ceil() as u64;
-                        let need = want.saturating_sub(self.st[a].cached(k, b));
+                        let need = want.saturating_sub(self.st[a].cached(k, b)).min(left[b]);
                         if need == 0 {
                             continue;
                         }
@@ -1365,6 +1397,7 @@ impl<'a> Sim<'a> {
                             break;
                         }
                         self.add_file(a, Holder::Own, k, b, got);
+                        left[b] -= got;
                         self.counters.app_read_pages += got;
                         t -= (got as f64 / rate).min(t);
                         cap_used += got as f64;
@@ -1380,8 +1413,15 @@ impl<'a> Sim<'a> {
                         }
                         st.fix_sums();
                         l.pos += 1;
-                    } else if !progressed {
-                        break;
+                    } else {
+                        l.phases[l.pos] = Phase::Read {
+                            k,
+                            frac,
+                            left: Some(left),
+                        };
+                        if !progressed {
+                            break;
+                        }
                     }
                 }
             }
