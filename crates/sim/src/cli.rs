@@ -35,7 +35,7 @@ pub struct SimArgs {
     /// Device preset (pixel7-6gb, pixel7-8gb, pixel8-6gb, pixel8-8gb, headunit-4gb).
     #[arg(long, default_value = "pixel8-6gb")]
     pub device: String,
-    /// Workload: low, medium, high (§6.1), multitask (§6.3) or trace (needs --trace).
+    /// Workload: none (no background), low, medium, high (§6.1), multitask (§6.3) or trace (needs --trace).
     #[arg(long, default_value = "high")]
     pub workload: String,
     /// Comma-separated policies: android, paralfetch, acclaim, acclaim+paralfetch,

@@ -9,6 +9,7 @@
 //! * `multitask` (§6.3): 15 low-memory apps + TikTok + Snow, each launched
 //!   twice (10 s of use each); the second round is measured.
 //! * `trace`: replay of an app-usage trace, each user on a fresh device.
+//! * `none`: a scenario with no background app (the Fig. 4 reference).
 
 use crate::catalog::{AppClass, AppModel, GB_SCALE_APPS, LOW_APPS};
 use crate::device::Device;
