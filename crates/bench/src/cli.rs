@@ -29,7 +29,7 @@ pub struct BenchArgs {
     pub device: String,
     /// Multiply every size (memory, swap, app files, allocations, CPU work,
     /// preload budget) by this factor; storage throughput is not scaled.
-    #[arg(long, default_value_t = 0.15)]
+    #[arg(long, default_value_t = 0.25)]
     pub scale: f64,
     /// Scenarios, comma-separated: low, medium, high, multitask, trace.
     #[arg(long, default_value = "high", value_delimiter = ',')]
@@ -556,7 +556,7 @@ fn prepare(
     let mut calibration = Vec::new();
     if let Some(f) = &biggest {
         for (bs, total) in [
-            (4096u64, 2u64 << 20),
+            (4096u64, 6u64 << 20),
             (32 << 10, 8 << 20),
             (128 << 10, 16 << 20),
             (512 << 10, 32 << 20),

@@ -415,18 +415,25 @@ struct AppState {
     touched: Vec<(usize, u64, u64)>,
     sum: u64,
     rng: SplitMix,
+    pool: Vec<u8>,
+    pattern: Vec<u8>,
 }
 
 impl AppState {
     fn alloc_anon(&mut self, bytes: u64) {
         let mut v = vec![0u8; bytes as usize];
-        // Each page: a quarter random, the rest a repeating pattern, so that
-        // zram compresses it ~3:1 like app heaps (not the zero-page shortcut).
+        // Each page: a quarter random (a slice of a random pool at a random
+        // offset), the rest a repeating pattern, so that zram compresses it
+        // ~3:1 like app heaps (not the zero-page shortcut). Page-wise copies
+        // keep this cheap even in a debug build.
+        let q = PAGE as usize / 4;
         for page in v.chunks_mut(PAGE as usize) {
-            let q = page.len() / 4;
-            fill(&mut self.rng, &mut page[..q]);
-            for (i, b) in page[q..].iter_mut().enumerate() {
-                *b = (i % 251) as u8;
+            let off = (self.rng.next_u64() as usize) % (self.pool.len() - q);
+            let n = page.len().min(q);
+            page[..n].copy_from_slice(&self.pool[off..off + n]);
+            if page.len() > q {
+                let l = page.len();
+                page[q..].copy_from_slice(&self.pattern[q..l]);
             }
         }
         self.anon.push(v);
@@ -470,7 +477,12 @@ pub fn run_app(layout: &Layout, cpu_switch_us: u64) -> Result<()> {
         touched: Vec::new(),
         sum: 0,
         rng: SplitMix(fnv(&layout.app) ^ std::process::id() as u64),
+        pool: vec![0u8; 64 * 1024],
+        pattern: (0..PAGE as usize).map(|i| (i % 251) as u8).collect(),
     };
+    let mut pool = std::mem::take(&mut st.pool);
+    fill(&mut st.rng, &mut pool);
+    st.pool = pool;
     let mut large_files: Vec<std::fs::File> = Vec::new();
     for f in &layout.large {
         let p = layout.dir.join(&f.rel);
