@@ -767,66 +767,104 @@ pub struct TraceEvent {
     pub foreground: bool,
 }
 
-/// Reads a trace CSV (header `user,timestamp,app,event`; timestamp in
-/// seconds, fractional allowed; events `launch`/`foreground` bring the app
-/// to the foreground, `exit` stops it, `background` is implied by the next
-/// foreground and ignored). Keeps `user` (the first user when None).
+/// Reads an app-usage trace in the simulator's format (docs/sim.md):
+/// `user,timestamp,app,event` as CSV, or the same columns separated by tabs
+/// (detected from the first line); an optional header; blank lines and `#`
+/// comments skipped; `timestamp` in integer milliseconds since the Unix
+/// epoch, non-decreasing per user; events `open` (aliases `launch`,
+/// `foreground`) bring the app to the foreground, `close` (aliases
+/// `background`, `home`) send it home (nothing to do: the next open
+/// backgrounds it), and the testbed's extension `exit` stops the app.
+/// Keeps `user` (the first user when None).
 pub fn read_trace(path: &Path, user: Option<&str>) -> Result<Vec<TraceEvent>> {
     let bad = |m: String| appflow_core::InputError::new(format!("{}: {m}", path.display()));
-    let mut r = csv::ReaderBuilder::new()
-        .trim(csv::Trim::All)
-        .from_path(path)
-        .map_err(|e| bad(format!("cannot read trace: {e}")))?;
-    let headers = r.headers().map_err(|e| bad(e.to_string()))?.clone();
-    let col = |n: &str| {
-        headers.iter().position(|h| h == n).ok_or_else(|| {
-            bad(format!(
-                "missing column `{n}` (need user,timestamp,app,event)"
-            ))
-        })
-    };
-    let (cu, ct, ca, ce) = (col("user")?, col("timestamp")?, col("app")?, col("event")?);
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read trace: {e}")))?;
     let mut out = Vec::new();
-    let mut first_user: Option<String> = user.map(str::to_string);
-    let mut t0: Option<f64> = None;
-    for (i, rec) in r.records().enumerate() {
-        let line = i + 2;
-        let rec = rec.map_err(|e| bad(format!("line {line}: {e}")))?;
-        let u = rec.get(cu).unwrap_or("");
-        if first_user.is_none() {
-            first_user = Some(u.to_string());
-        }
-        if Some(u) != first_user.as_deref() {
+    let mut want: Option<String> = user.map(str::to_string);
+    let mut t0: Option<u64> = None;
+    let mut last: Option<u64> = None;
+    let mut sep: Option<char> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let l = raw.trim();
+        if l.is_empty() || l.starts_with('#') {
             continue;
         }
-        let t: f64 = rec.get(ct).unwrap_or("").parse().map_err(|_| {
+        let sp = *sep.get_or_insert(if l.contains('\t') { '\t' } else { ',' });
+        let cols: Vec<&str> = l.split(sp).map(str::trim).collect();
+        if cols.len() != 4 {
+            return Err(bad(format!(
+                "line {line}: expected 4 columns user,timestamp,app,event, found {}",
+                cols.len()
+            ))
+            .into());
+        }
+        if cols == ["user", "timestamp", "app", "event"] {
+            continue;
+        }
+        let (u, ts, app, ev) = (cols[0], cols[1], cols[2], cols[3]);
+        if u.is_empty() {
+            return Err(bad(format!("line {line}: field `user` is empty")).into());
+        }
+        if want.is_none() {
+            want = Some(u.to_string());
+        }
+        if Some(u) != want.as_deref() {
+            continue;
+        }
+        let t: u64 = ts.parse().map_err(|_| {
             bad(format!(
-                "line {line}: field `timestamp` is not a number of seconds"
+                "line {line}: field `timestamp`: {ts:?} is not integer milliseconds since the Unix epoch"
             ))
         })?;
-        let ev = rec.get(ce).unwrap_or("");
+        if last.is_some_and(|p| t < p) {
+            return Err(bad(format!("line {line}: field `timestamp` goes backwards")).into());
+        }
+        last = Some(t);
         let fg = match ev {
-            "launch" | "foreground" => true,
+            "open" | "launch" | "foreground" => true,
             "exit" => false,
-            "background" => continue,
+            "close" | "background" | "home" => continue,
             other => {
                 return Err(bad(format!(
-                    "line {line}: field `event`: unknown event {other:?} (launch, foreground, background, exit)"
+                    "line {line}: field `event`: unknown event {other:?}; valid events: open, close (and exit)"
                 ))
                 .into())
             }
         };
-        let base = *t0.get_or_insert(t);
-        if t < base {
-            return Err(bad(format!("line {line}: timestamps go backwards")).into());
+        if app.is_empty() {
+            return Err(bad(format!("line {line}: field `app` is empty")).into());
         }
+        let base = *t0.get_or_insert(t);
         out.push(TraceEvent {
-            t_secs: t - base,
-            app: rec.get(ca).unwrap_or("").to_string(),
+            t_secs: (t - base) as f64 / 1000.0,
+            app: app.to_string(),
             foreground: fg,
         });
     }
     Ok(out)
+}
+
+/// Maps trace app names onto the bed's apps: an exact (case-insensitive)
+/// name match first; otherwise, with `hash`, a deterministic FNV-1a choice
+/// among the bed's apps (so a simulator trace of 60+ catalogue apps replays
+/// on the testbed's set); without it, an error naming the app.
+pub fn map_trace_apps(events: &mut [TraceEvent], names: &[String], hash: bool) -> Result<()> {
+    for e in events.iter_mut() {
+        if let Some(n) = names.iter().find(|n| n.eq_ignore_ascii_case(&e.app)) {
+            e.app = n.clone();
+        } else if hash && !names.is_empty() {
+            let i = (crate::synth::fnv(&e.app.to_ascii_lowercase()) % names.len() as u64) as usize;
+            e.app = names[i].clone();
+        } else {
+            return Err(appflow_core::InputError::new(format!(
+                "trace app {:?} has no spec in the app set (add one with --app FILE, or use --trace-map hash)",
+                e.app
+            ))
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// Replays trace events, `compress` times faster than recorded, with at
@@ -881,25 +919,48 @@ mod tests {
         let p = d.path().join("t.csv");
         std::fs::write(
             &p,
-            "user,timestamp,app,event\nu1,100,llm,launch\nu2,101,chat,launch\nu1,160.5,chat,foreground\nu1,170,chat,background\nu1,200,llm,exit\n",
+            "user,timestamp,app,event\n# comment\nu1,100000,llm,open\nu2,101000,chat,launch\n\nu1,160500,Chat,foreground\nu1,170000,chat,close\nu1,200000,llm,exit\n",
         )
         .unwrap();
-        let ev = read_trace(&p, None).unwrap();
+        let mut ev = read_trace(&p, None).unwrap();
         assert_eq!(ev.len(), 3);
         assert_eq!(ev[1].t_secs, 60.5);
         assert!(!ev[2].foreground);
         assert_eq!(read_trace(&p, Some("u2")).unwrap().len(), 1);
-        std::fs::write(&p, "user,timestamp,app,event\nu1,x,llm,launch\n").unwrap();
+        map_trace_apps(&mut ev, &["llm".into(), "chat".into()], false).unwrap();
+        assert_eq!(ev[1].app, "chat");
+        let mut other = vec![TraceEvent {
+            t_secs: 0.0,
+            app: "TikTok".into(),
+            foreground: true,
+        }];
+        assert!(map_trace_apps(&mut other.clone(), &["llm".into()], false).is_err());
+        map_trace_apps(&mut other, &["llm".into(), "chat".into()], true).unwrap();
+        assert!(other[0].app == "llm" || other[0].app == "chat");
+        let tsv = d.path().join("t.tsv");
+        std::fs::write(&tsv, "alice\t1704096000000\tTikTok\topen\n").unwrap();
+        assert_eq!(read_trace(&tsv, None).unwrap()[0].app, "TikTok");
+        std::fs::write(&p, "user,timestamp,app,event\nu1,x,llm,open\n").unwrap();
         let e = read_trace(&p, None).unwrap_err().to_string();
-        assert!(e.contains("timestamp") && e.contains("t.csv"), "{e}");
-        std::fs::write(&p, "user,time,app,event\n").unwrap();
-        let e = read_trace(&p, None).unwrap_err().to_string();
-        assert!(e.contains("`timestamp`"), "{e}");
-        std::fs::write(&p, "user,timestamp,app,event\nu1,1,llm,jump\n").unwrap();
+        assert!(
+            e.contains("timestamp") && e.contains("t.csv") && e.contains("line 2"),
+            "{e}"
+        );
+        std::fs::write(&p, "u1,5,llm,open\nu1,4,llm,open\n").unwrap();
+        assert!(read_trace(&p, None)
+            .unwrap_err()
+            .to_string()
+            .contains("backwards"));
+        std::fs::write(&p, "u1,1,llm,jump\n").unwrap();
         assert!(read_trace(&p, None)
             .unwrap_err()
             .to_string()
             .contains("jump"));
+        std::fs::write(&p, "u1,1,llm\n").unwrap();
+        assert!(read_trace(&p, None)
+            .unwrap_err()
+            .to_string()
+            .contains("4 columns"));
     }
 
     #[test]
