@@ -847,9 +847,16 @@ impl Scheduler {
         )
     }
 
+    /// The killer's clock: the daemon's ms clock shifted by one recency
+    /// window, so "never used" (0) is always outside the window.
+    pub fn killer_now_ms(&self, now_ms: u64) -> u64 {
+        now_ms + self.cfg.killer.core.recency_window_ms
+    }
+
     /// Builds the killer's candidates: one per app with processes in the
-    /// domain (pid = its lowest pid). Processes of no app are never candidates.
-    pub fn candidates(&self, now_ms: u64, procs: &[ProcInfo]) -> (Vec<Candidate>, Vec<Vec<u32>>) {
+    /// domain (pid = its lowest pid). Processes of no app are never
+    /// candidates. `last_used_ms` is on the [`Self::killer_now_ms`] clock.
+    pub fn candidates(&self, procs: &[ProcInfo]) -> (Vec<Candidate>, Vec<Vec<u32>>) {
         let mut groups: BTreeMap<&str, Vec<&ProcInfo>> = BTreeMap::new();
         for p in procs {
             if let Some(a) = &p.app {
@@ -865,11 +872,14 @@ impl Scheduler {
                 .get(app)
                 .map(|p| p.relaunch_footprint_bytes)
                 .filter(|&b| b > 0);
+            // The killer's clock is shifted by one recency window so that an
+            // app never used (0) is older than the window even right after
+            // the daemon started (see `killer_now_ms`).
             let last_used = self
                 .apps
                 .get(app)
                 .and_then(|a| a.last_used_ms)
-                .unwrap_or(now_ms.saturating_sub(window));
+                .map_or(0, |t| t + window);
             cands.push(Candidate {
                 pid: ps.iter().map(|p| p.pid).min().unwrap_or(0),
                 app: app.to_string(),
@@ -896,10 +906,11 @@ impl Scheduler {
         procs: &[ProcInfo],
         kill: &mut dyn KillMechanism,
     ) -> Option<String> {
-        let (cands, pids) = self.candidates(s.now_ms, procs);
+        let (cands, pids) = self.candidates(procs);
+        let now_k = self.killer_now_ms(s.now_ms);
         let kcfg = &self.cfg.killer.core;
         let d = match self.cfg.killer.strategy {
-            KillerStrategy::NetFreed => killer::choose_victim(kcfg, s.now_ms, &cands),
+            KillerStrategy::NetFreed => killer::choose_victim(kcfg, now_k, &cands),
             KillerStrategy::Lru => killer::choose_victim_lru(kcfg, &cands),
         };
         let Some(i) = d.victim else {
@@ -912,7 +923,7 @@ impl Scheduler {
             return None;
         };
         let c = &cands[i];
-        let recency_s = s.now_ms.saturating_sub(c.last_used_ms) / 1000;
+        let recency = (c.last_used_ms > 0).then(|| now_k.saturating_sub(c.last_used_ms) / 1000);
         let mut killed = 0;
         let mut reaped = false;
         for &pid in &pids[i] {
@@ -926,17 +937,18 @@ impl Scheduler {
             }
         }
         let detail = format!(
-            "killed {} ({} of {} processes, pid {}): ΔM {} bytes, footprint {} bytes, relaunch {:?}, last used {recency_s} s ago, reaped {reaped}",
+            "killed {} ({} of {} processes, pid {}): ΔM {} bytes, footprint {} bytes, relaunch {:?}, last used {} s ago, reaped {reaped}",
             c.app,
             killed,
             pids[i].len(),
             c.pid,
             d.net_freed_bytes,
             c.current_bytes,
-            c.relaunch_bytes
+            c.relaunch_bytes,
+            recency.map_or("never".to_string(), |r| r.to_string())
         );
         tracing::warn!(reason = %d.reason, code = d.reason.code(), app = %c.app, pid = c.pid,
-            net_freed_bytes = d.net_freed_bytes, footprint_bytes = c.current_bytes, recency_s, "kill");
+            net_freed_bytes = d.net_freed_bytes, footprint_bytes = c.current_bytes, recency_s = ?recency, "kill");
         self.last_kill_ms = Some(s.now_ms);
         self.last_kill_reason = Some(d.reason);
         self.metrics.count_kill(d.reason, c.current_bytes);
@@ -1216,6 +1228,28 @@ mod tests {
     }
 
     #[test]
+    fn never_used_apps_are_not_recent_right_after_start() {
+        let mut cfg = Config::default();
+        cfg.killer.core.trigger_avail_fraction = 0.1;
+        let mut s = sched(cfg);
+        let mut r = Recorder::default();
+        // At t = 5 s: b was used 1 s ago (recent, deferred); a never (not recent).
+        s.notify(EventKind::Background, "b", None, 4_000, &mut r)
+            .unwrap();
+        r.calls.clear();
+        let procs = vec![proc_(10, "a", 130), proc_(11, "b", 900)];
+        let smp = sample(5_000, 0, 50);
+        assert_eq!(s.kill_step(&smp, &procs, &mut r).as_deref(), Some("a"));
+        assert_eq!(
+            r.calls,
+            vec![Call::Kill {
+                pid: 10,
+                reason: Reason::KillHighestNetFreed
+            }]
+        );
+    }
+
+    #[test]
     fn lru_strategy_takes_highest_adj() {
         let mut cfg = Config::default();
         cfg.killer.strategy = KillerStrategy::Lru;
@@ -1234,7 +1268,7 @@ mod tests {
         let mut fg = proc_(10, "a", 400);
         fg.oom_score_adj = 0;
         let bg = proc_(11, "b", 10);
-        let (c, _) = s.candidates(0, &[fg, bg]);
+        let (c, _) = s.candidates(&[fg, bg]);
         assert!(c[0].foreground && !c[1].foreground);
     }
 }

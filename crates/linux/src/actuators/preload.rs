@@ -135,11 +135,23 @@ fn read_range(f: &std::fs::File, buf: &mut [u8], offset: u64, len: u64) -> std::
     Ok(done)
 }
 
-fn lock_range(f: &std::fs::File, offset: u64, len: u64) -> std::io::Result<Locked> {
+/// Alignment of locked mappings in the file: page-cache folios are
+/// naturally aligned and at most PMD-sized (2 MiB on x86-64/arm64).
+const LOCK_ALIGN_BYTES: u64 = 2 << 20;
+
+/// Maps and mlocks `[offset, offset+len)` of `f`, widened to
+/// [`LOCK_ALIGN_BYTES`] boundaries (clamped to the file): the kernel mlocks a
+/// large folio only when the whole folio lies inside the locked mapping, so
+/// a mapping that cuts a folio would leave it evictable.
+fn lock_range(f: &std::fs::File, offset: u64, len: u64, file_size: u64) -> std::io::Result<Locked> {
     use std::os::fd::AsRawFd;
     let page = 4096u64;
-    let start = offset & !(page - 1);
-    let map_len = (offset + len - start) as usize;
+    let start = offset & !(LOCK_ALIGN_BYTES - 1);
+    let end = (offset + len)
+        .div_ceil(LOCK_ALIGN_BYTES)
+        .saturating_mul(LOCK_ALIGN_BYTES)
+        .min(file_size.div_ceil(page) * page);
+    let map_len = (end - start) as usize;
     // SAFETY: a read-only shared mapping of a file we hold open; checked below.
     let addr = unsafe {
         libc::mmap(
@@ -231,9 +243,10 @@ impl Worker {
             }
             let h = self.apps.entry(app.to_string()).or_default();
             match hold {
-                Hold::Protect => match lock_range(f, s.offset, len) {
+                Hold::Protect => match lock_range(f, s.offset, len, *size) {
                     Ok(l) => {
-                        h.locked_bytes += l.len as u64;
+                        // Span bytes (the widened mappings overlap).
+                        h.locked_bytes += len;
                         h.locked.push(l);
                     }
                     Err(_) => r.errors += 1,

@@ -468,8 +468,10 @@ mod tests {
         }
         assert_eq!(h.quantile(0.5), 0.05);
         assert_eq!(h.quantile(0.99), 0.099);
-        let mut m = Metrics::default();
-        m.loop_jitter = h;
+        let mut m = Metrics {
+            loop_jitter: h,
+            ..Default::default()
+        };
         m.count_switch(ReclaimMode::Normal, ReclaimMode::EfficiencyFirst);
         m.count_kill(Reason::KillHighestNetFreed, 10);
         let text = render(&m, &Gauges::default());

@@ -361,7 +361,7 @@ pub struct Runtime {
     rx: mpsc::Receiver<Incoming>,
     procs: Vec<ProcInfo>,
     start: Instant,
-    profiles_stamp: Option<(SystemTime, usize)>,
+    profiles_stamp: Option<Option<(SystemTime, usize)>>,
     sample_errors: u64,
 }
 
@@ -495,10 +495,10 @@ impl Runtime {
 
     fn reload_profiles(&mut self) {
         let stamp = dir_stamp(self.store.dir());
-        if stamp.is_some() && stamp == self.profiles_stamp {
+        if self.profiles_stamp == Some(stamp) {
             return;
         }
-        self.profiles_stamp = stamp;
+        self.profiles_stamp = Some(stamp);
         match self.store.load_all() {
             Ok((profiles, skipped)) => {
                 tracing::info!(
@@ -689,7 +689,9 @@ impl Runtime {
                         json!({"ok": true, "message": msg})
                     }
                     Err(e) => {
-                        self.sched.metrics.socket_errors += 1;
+                        if let Some(s) = &self.server {
+                            s.errors.fetch_add(1, Ordering::Relaxed);
+                        }
                         error_reply(e)
                     }
                 }
