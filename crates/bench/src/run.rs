@@ -461,7 +461,7 @@ impl<'a> Session<'a> {
         if let Some(mut p) = self.procs.remove(app) {
             p.stop();
         }
-        self.ever.remove(app);
+        // It stays in `ever`: its cached files are not preloaded bytes.
         self.fg = None;
         Ok(r)
     }
