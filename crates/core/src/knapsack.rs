@@ -263,7 +263,10 @@ pub fn solve(classes: &[Vec<Item>], budget: u64) -> Result<Solution, KnapsackErr
     for (k, r) in red.iter().enumerate() {
         let h = hulls.get(k);
         if h.len() > 1 {
-            heap.push(Next { eff: step_eff(r, h, 0), class: k });
+            heap.push(Next {
+                eff: step_eff(r, h, 0),
+                class: k,
+            });
         }
     }
     let mut left = budget - need;
