@@ -21,6 +21,7 @@ use crate::readers::{self, CgroupVersion, MemCgroup};
 use crate::socket::{error_reply, ControlServer, Incoming, Request};
 use crate::store::{write_atomic, ProfileStore};
 use appflow_core::mechanism::PreloadMechanism;
+use appflow_core::reclaim::ReclaimMode;
 use appflow_core::storage::ThroughputCurve;
 use appflow_core::InputError;
 use serde_json::{json, Value};
@@ -229,10 +230,20 @@ impl Scanner {
     }
 
     /// Re-scans `pids`; returns the processes with their apps.
-    fn scan(&mut self, pids: &[u32], sched: &Scheduler) -> Vec<ProcInfo> {
+    ///
+    /// A light scan (`full = false`) reads only pids it has not seen in the
+    /// previous scan: a pid present in consecutive scans cannot have been
+    /// reused in between (pids are allocated round-robin up to pid_max), and
+    /// the killer re-checks the start time through its pidfd before acting.
+    /// A full scan also re-reads every start time and the oom_score_adj of
+    /// app processes (before a kill decision and while rebalancing).
+    fn scan(&mut self, pids: &[u32], sched: &Scheduler, full: bool) -> Vec<ProcInfo> {
         let live: BTreeSet<u32> = pids.iter().copied().collect();
         self.cache.retain(|p, _| live.contains(p));
         for &pid in pids {
+            if !full && self.cache.contains_key(&pid) {
+                continue;
+            }
             let Some(start) = read_start_time(&self.proc_root, pid) else {
                 self.cache.remove(&pid);
                 continue;
@@ -249,7 +260,7 @@ impl Scanner {
                         comm,
                         ppid,
                         config_app,
-                        oom_score_adj: 0,
+                        oom_score_adj: UNREAD_ADJ,
                     },
                 );
             }
@@ -276,7 +287,7 @@ impl Scanner {
         let mut out = Vec::with_capacity(apps.len());
         for (pid, app) in apps {
             let e = self.cache.get_mut(&pid).expect("present");
-            if app.is_some() {
+            if app.is_some() && (full || e.oom_score_adj == UNREAD_ADJ) {
                 e.oom_score_adj =
                     readers::read_oom_score_adj(&self.proc_root, pid).unwrap_or(e.oom_score_adj);
             }
@@ -285,13 +296,22 @@ impl Scanner {
                 start_time: e.start_time,
                 comm: e.comm.clone(),
                 app,
-                oom_score_adj: e.oom_score_adj,
+                // Unknown (a process of no app): Android's "foreground" value,
+                // the conservative choice.
+                oom_score_adj: if e.oom_score_adj == UNREAD_ADJ {
+                    0
+                } else {
+                    e.oom_score_adj
+                },
                 footprint_bytes: None,
             });
         }
         out
     }
 }
+
+/// Marks an oom_score_adj not read yet.
+const UNREAD_ADJ: i32 = i32::MIN;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -514,12 +534,12 @@ impl Runtime {
         }
     }
 
-    fn scan(&mut self) {
+    fn scan(&mut self, full: bool) {
         let pids = match &self.domain {
             Domain::System => readers::list_pids(&self.cfg.daemon.proc_root).unwrap_or_default(),
             Domain::Cgroup(cg) => cgroup_tree_pids(&cg.path),
         };
-        self.procs = self.scanner.scan(&pids, &self.sched);
+        self.procs = self.scanner.scan(&pids, &self.sched, full);
         for p in &self.procs {
             if p.app.is_some() {
                 self.killer.expect(p.pid, p.start_time);
@@ -546,7 +566,7 @@ impl Runtime {
         self.sched.reclaim_step(&s, &self.procs, &mut self.reclaim);
         if self.sched.kill_wanted(&s).is_ok() {
             // Fresh process list and footprints only when a kill is considered.
-            self.scan();
+            self.scan(true);
             let root = self.cfg.daemon.proc_root.clone();
             for p in self.procs.iter_mut().filter(|p| p.app.is_some()) {
                 p.footprint_bytes = readers::read_smaps_rollup(&root, p.pid)
@@ -684,7 +704,7 @@ impl Runtime {
                     Ok(msg) => {
                         if pid.is_some() {
                             // Recognise the announced process at once.
-                            self.scan();
+                            self.scan(false);
                         }
                         json!({"ok": true, "message": msg})
                     }
@@ -725,7 +745,7 @@ impl Runtime {
         let tick = Duration::from_millis(self.cfg.daemon.tick_ms);
         let scan_every = self.cfg.daemon.scan_interval_ms;
         self.reload_profiles();
-        self.scan();
+        self.scan(true);
         let mut last_scan = 0u64;
         let mut last_out = Instant::now();
         let mut last_trace = Instant::now();
@@ -760,7 +780,9 @@ impl Runtime {
             let now_ms = self.now_ms();
             if now_ms >= last_scan + scan_every {
                 last_scan = now_ms;
-                self.scan();
+                // Full while rebalancing: page-out targets need fresh adj values.
+                let full = self.sched.mode() == ReclaimMode::Rebalancing;
+                self.scan(full);
                 self.reload_profiles();
             }
             self.tick();
