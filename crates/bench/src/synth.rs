@@ -683,7 +683,24 @@ mod tests {
         assert!(obs.files.iter().all(|f| f.path.starts_with("/m/x/")));
         let mut p = appflow_core::profile::LaunchProfile::new("x");
         p.merge_launch(&obs);
-        assert_eq!(p.file_bytes(), l.launch_file_bytes());
+        // The profile counts whole pages (what the page cache holds).
+        let paged: u64 = obs
+            .files
+            .iter()
+            .map(|f| {
+                let rs = f
+                    .ranges
+                    .iter()
+                    .map(|&r| appflow_core::profile::page_align(r))
+                    .collect();
+                appflow_core::profile::coalesce(rs)
+                    .iter()
+                    .map(|r| r.len())
+                    .sum::<u64>()
+            })
+            .sum();
+        assert_eq!(p.file_bytes(), paged);
+        assert!(paged >= l.launch_file_bytes());
         // Small files come first in first-access order.
         assert!(p.files[0].path.contains("/small/"));
     }

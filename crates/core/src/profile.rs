@@ -244,7 +244,9 @@ impl LaunchProfile {
     }
 
     /// Files with only the segments seen in most recent launches (more
-    /// than half of [`Self::window`]), in first-access order.
+    /// than half of [`Self::window`]), in first-access order. Ranges are
+    /// widened to whole pages ([`crate::PAGE_BYTES`]): the page cache holds
+    /// whole pages, so that is what preloading them costs in memory.
     pub fn active_files(&self) -> Vec<ActiveFile<'_>> {
         let window = self.window();
         let mut out: Vec<ActiveFile<'_>> = self
@@ -255,9 +257,11 @@ impl LaunchProfile {
                     .segments
                     .iter()
                     .filter(|s| 2 * s.seen_mask.count_ones() > window)
-                    .map(|s| ByteRange {
-                        start: s.start,
-                        end: s.end,
+                    .map(|s| {
+                        page_align(ByteRange {
+                            start: s.start,
+                            end: s.end,
+                        })
                     })
                     .collect();
                 let ranges = coalesce(ranges);
@@ -365,6 +369,15 @@ impl LaunchProfile {
     }
 }
 
+/// Widens a range to whole pages.
+pub fn page_align(r: ByteRange) -> ByteRange {
+    let p = crate::PAGE_BYTES;
+    ByteRange {
+        start: r.start / p * p,
+        end: r.end.div_ceil(p) * p,
+    }
+}
+
 /// Sorts and merges overlapping or touching ranges.
 pub fn coalesce(mut ranges: Vec<ByteRange>) -> Vec<ByteRange> {
     ranges.retain(|r| !r.is_empty());
@@ -457,20 +470,32 @@ mod tests {
     #[test]
     fn majority_rule_over_recent_launches() {
         let mut p = LaunchProfile::new("app");
-        p.merge_launch(&obs(&[("/a", 100, &[(0, 50)]), ("/b", 10, &[(0, 10)])], 1));
-        assert_eq!(p.file_bytes(), 60);
+        const P: u64 = crate::PAGE_BYTES;
+        p.merge_launch(&obs(
+            &[("/a", 100 * P, &[(0, 50 * P)]), ("/b", 10, &[(0, 10)])],
+            1,
+        ));
+        // /b's 10 bytes occupy a whole page.
+        assert_eq!(p.file_bytes(), 51 * P);
         // Second launch sees /a 0..100 but not /b.
-        p.merge_launch(&obs(&[("/a", 100, &[(0, 100)])], 2));
+        p.merge_launch(&obs(&[("/a", 100 * P, &[(0, 100 * P)])], 2));
         // Window 2: a range must be seen in both. /a 0..50 seen twice, 50..100 once, /b once.
         let act = p.active_files();
         assert_eq!(act.len(), 1);
-        assert_eq!(act[0].ranges, vec![ByteRange { start: 0, end: 50 }]);
-        // Third launch again 0..100: 50..100 now seen 2 of 3 -> counts.
-        p.merge_launch(&obs(&[("/a", 100, &[(0, 100)])], 3));
         assert_eq!(
-            p.active_files()[0].ranges,
-            vec![ByteRange { start: 0, end: 100 }]
+            act[0].ranges,
+            vec![ByteRange {
+                start: 0,
+                end: 50 * P
+            }]
         );
+        // Third launch again 0..100: 50..100 now seen 2 of 3 -> counts.
+        p.merge_launch(&obs(&[("/a", 100 * P, &[(0, 100 * P)])], 3));
+        let all = vec![ByteRange {
+            start: 0,
+            end: 100 * P,
+        }];
+        assert_eq!(p.active_files()[0].ranges, all);
         assert_eq!(p.launches, 3);
         assert_eq!(p.launch_times_unix_ms, vec![1, 2, 3]);
     }
@@ -510,6 +535,25 @@ mod tests {
             LaunchProfile::from_json(&bad.to_json()),
             Err(ProfileError::Invalid { .. })
         ));
+    }
+
+    #[test]
+    fn active_ranges_are_page_aligned_and_merged() {
+        let mut p = LaunchProfile::new("app");
+        // Two ranges in the same page, one crossing a page boundary.
+        p.merge_launch(&obs(
+            &[("/a", 20_000, &[(10, 20), (100, 200), (8000, 8200)])],
+            1,
+        ));
+        // Pages 0 and 1..3 touch, so they merge into one range.
+        assert_eq!(
+            p.active_files()[0].ranges,
+            vec![ByteRange {
+                start: 0,
+                end: 12288
+            }]
+        );
+        assert_eq!(p.file_bytes(), 12288);
     }
 
     #[test]
