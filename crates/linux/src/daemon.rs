@@ -233,6 +233,13 @@ impl Scheduler {
         self.self_pids.insert(pid);
     }
 
+    /// The preload worker was replaced: nothing is held any more, so the
+    /// standby set is queued again on the next tick.
+    pub fn worker_restarted(&mut self) {
+        self.standby.clear();
+        self.standby_dirty = true;
+    }
+
     /// The reclaim mode now.
     pub fn mode(&self) -> ReclaimMode {
         self.controller.mode()

@@ -552,6 +552,23 @@ fn launch_preload_is_charged_to_the_domain() {
     wait_for("release", 10, || {
         d.status()["preload"]["protected_bytes"] == 0
     });
+    d.notify("background", "big");
+    // A worker that dies (e.g. picked by the domain's OOM killer) is
+    // restarted inside the domain and its standby set queued again.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let mut new_worker = 0;
+    wait_for("worker restart", 20, || {
+        let st = d.status();
+        new_worker = st["preload"]["worker_pid"].as_u64().unwrap_or(0) as u32;
+        new_worker != worker
+            && st["preload"]["worker_alive"] == true
+            && st["preload"]["loads"].as_u64() >= Some(1)
+    });
+    let procs = std::fs::read_to_string(domain.path.join("cgroup.procs")).unwrap();
+    assert!(procs.lines().any(|l| l.trim() == new_worker.to_string()));
 }
 
 /// (2) An allocation burst switches to efficiency-first and back; protected ranges survive.

@@ -383,6 +383,9 @@ pub struct Runtime {
     start: Instant,
     profiles_stamp: Option<Option<(SystemTime, usize)>>,
     sample_errors: u64,
+    /// How to (re)start the worker: program, arguments, placement.
+    worker_spawn: (PathBuf, Vec<String>, WorkerPlacement),
+    last_respawn: Option<Instant>,
 }
 
 fn dir_stamp(dir: &Path) -> Option<(SystemTime, usize)> {
@@ -452,23 +455,24 @@ impl Runtime {
             dry,
             cfg.killer.freeze_first && features.freezer_v1,
         );
+        let placement = WorkerPlacement {
+            memory_cgroup: match &domain {
+                Domain::Cgroup(cg) => Some(cg.path.clone()),
+                Domain::System => None,
+            },
+            blkio_cgroup: (!cfg.domain.blkio_cgroup.as_os_str().is_empty())
+                .then(|| cfg.domain.blkio_cgroup.clone()),
+        };
+        let mut worker_args = worker_cmd.args.clone();
+        worker_args.extend([
+            "--max-read-bytes".to_string(),
+            cfg.preload.core.max_read_bytes.to_string(),
+            "--touch-interval-ms".to_string(),
+            cfg.preload.core.touch_interval_ms.to_string(),
+        ]);
+        let worker_spawn = (worker_cmd.program.clone(), worker_args, placement);
         let worker = if cfg.preload.enabled && !dry {
-            let placement = WorkerPlacement {
-                memory_cgroup: match &domain {
-                    Domain::Cgroup(cg) => Some(cg.path.clone()),
-                    Domain::System => None,
-                },
-                blkio_cgroup: (!cfg.domain.blkio_cgroup.as_os_str().is_empty())
-                    .then(|| cfg.domain.blkio_cgroup.clone()),
-            };
-            let mut args = worker_cmd.args.clone();
-            args.extend([
-                "--max-read-bytes".to_string(),
-                cfg.preload.core.max_read_bytes.to_string(),
-                "--touch-interval-ms".to_string(),
-                cfg.preload.core.touch_interval_ms.to_string(),
-            ]);
-            WorkerClient::spawn(&worker_cmd.program, &args, &placement)?
+            WorkerClient::spawn(&worker_spawn.0, &worker_spawn.1, &worker_spawn.2)?
         } else {
             WorkerClient::dry_run()
         };
@@ -506,6 +510,8 @@ impl Runtime {
             start: Instant::now(),
             profiles_stamp: None,
             sample_errors: 0,
+            worker_spawn,
+            last_respawn: None,
         })
     }
 
@@ -549,7 +555,36 @@ impl Runtime {
         self.killer.retain(&|p| live.contains(&p));
     }
 
+    /// Restarts a preload worker that died (e.g. chosen by the domain's OOM
+    /// killer: it holds the mlocked launch files), at most every 5 s. Its
+    /// holds are gone with it; the standby set is queued again.
+    fn respawn_worker_if_dead(&mut self) {
+        if !self.cfg.preload.enabled || self.cfg.daemon.dry_run || self.worker.stats().alive {
+            return;
+        }
+        if self
+            .last_respawn
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(5))
+        {
+            return;
+        }
+        self.last_respawn = Some(Instant::now());
+        let (prog, args, placement) = &self.worker_spawn;
+        match WorkerClient::spawn(prog, args, placement) {
+            Ok(w) => {
+                let pid = w.pid().unwrap_or(0);
+                tracing::warn!(pid, "preload worker had exited; restarted");
+                self.sched.add_self_pid(pid);
+                self.sched.worker_restarted();
+                self.worker.shutdown();
+                self.worker = w;
+            }
+            Err(e) => tracing::error!(error = %e, "preload worker exited and cannot be restarted"),
+        }
+    }
+
     fn tick(&mut self) {
+        self.respawn_worker_if_dead();
         let now = self.now_ms();
         let s = match sample_domain(&self.domain, &self.cfg.daemon.proc_root, now) {
             Ok(s) => s,
