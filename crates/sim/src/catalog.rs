@@ -53,9 +53,9 @@ pub struct AppSpec {
     /// Class.
     pub class: AppClass,
     /// Anonymous memory allocated during launch (M_sum), MiB.
-    pub anon_mib: u64,
+    pub anon_mib: f64,
     /// File bytes read during launch (M_file), MiB.
-    pub file_mib: u64,
+    pub file_mib: f64,
     /// Small-file bytes among them, MiB (fractional).
     pub small_mib: f64,
     /// Number of small files.
@@ -64,42 +64,72 @@ pub struct AppSpec {
     pub cpu_init_ms: f64,
     /// CPU time of a hot relaunch (resume), ms.
     pub resume_ms: f64,
+    /// Number of large files (default: 7.47× fewer than small files, §2.2.1).
+    pub large_files: Option<u32>,
+    /// Background growth after a cold launch, share of the app's anonymous
+    /// memory (default: drawn in 0.3-0.5 per launch, §4.3).
+    pub growth_fraction: Option<f64>,
+    /// Time over which that growth happens, ms (default: 30 min).
+    pub growth_ms: Option<u64>,
 }
 
 impl AppSpec {
     /// Post-launch footprint (anon + file), bytes: the relaunch baseline.
     pub fn baseline_bytes(&self) -> u64 {
-        (self.anon_mib + self.file_mib) * MIB
+        mib_bytes(self.anon_mib) + mib_bytes(self.file_mib)
+    }
+
+    /// Anonymous bytes allocated during launch.
+    pub fn anon_bytes(&self) -> u64 {
+        mib_bytes(self.anon_mib)
     }
 }
+
+/// MiB (possibly fractional) to bytes, rounded down.
+pub fn mib_bytes(mib: f64) -> u64 {
+    (mib * MIB as f64) as u64
+}
+
+/// Share of launch file bytes in small files of GB-scale apps (§4.1: ≈ 3 %).
+pub const GB_SMALL_SHARE: f64 = 0.03;
+/// Share of launch file bytes in small files of other apps (assumption).
+pub const LOW_SMALL_SHARE: f64 = 0.06;
+/// Mean small-file size, KiB: TikTok's 23 MB / 1,002 files (§2.2.1).
+pub const MEAN_SMALL_FILE_KIB: f64 = 23.5;
 
 fn gb(name: &str, anon: u64, file: u64, cpu: f64) -> AppSpec {
     // §4.1: small files ≈ 3 % of launch bytes; count at TikTok's mean size
     // (23 MB / 1,002 files ≈ 23.5 KiB).
-    let small_mib = file as f64 * 0.03;
+    let small_mib = file as f64 * GB_SMALL_SHARE;
     AppSpec {
         name: name.into(),
         class: AppClass::GbScale,
-        anon_mib: anon,
-        file_mib: file,
+        anon_mib: anon as f64,
+        file_mib: file as f64,
         small_mib,
-        small_files: (small_mib * 1024.0 / 23.5).round() as u32,
+        small_files: (small_mib * 1024.0 / MEAN_SMALL_FILE_KIB).round() as u32,
         cpu_init_ms: cpu,
         resume_ms: 250.0,
+        large_files: None,
+        growth_fraction: None,
+        growth_ms: None,
     }
 }
 
 fn low(name: &str, anon: u64, file: u64, cpu: f64) -> AppSpec {
-    let small_mib = file as f64 * 0.06;
+    let small_mib = file as f64 * LOW_SMALL_SHARE;
     AppSpec {
         name: name.into(),
         class: AppClass::Low,
-        anon_mib: anon,
-        file_mib: file,
+        anon_mib: anon as f64,
+        file_mib: file as f64,
         small_mib,
-        small_files: (small_mib * 1024.0 / 23.5).round().max(8.0) as u32,
+        small_files: (small_mib * 1024.0 / MEAN_SMALL_FILE_KIB).round().max(8.0) as u32,
         cpu_init_ms: cpu,
         resume_ms: 120.0,
+        large_files: None,
+        growth_fraction: None,
+        growth_ms: None,
     }
 }
 
@@ -298,9 +328,13 @@ pub fn observation(spec: &AppSpec) -> LaunchObservation {
         let u = r.unit().powf(1.5);
         files.push(file(&spec.name, 's', i, pages * PAGE_BYTES, u, window_us));
     }
-    // Large files: §2.2.1, 7.47× fewer than small files.
-    let n_large = ((n_small as f64 / 7.47).round() as usize).max(1);
-    let large_bytes = (spec.file_mib * MIB).saturating_sub((small_pages_total as u64) * PAGE_BYTES);
+    // Large files: §2.2.1, 7.47× fewer than small files (unless given).
+    let n_large = match spec.large_files {
+        Some(n) => n.max(1) as usize,
+        None => ((n_small as f64 / 7.47).round() as usize).max(1),
+    };
+    let large_bytes =
+        mib_bytes(spec.file_mib).saturating_sub((small_pages_total as u64) * PAGE_BYTES);
     let weights: Vec<f64> = (0..n_large).map(|_| (r.unit() * 6.0).exp2()).collect();
     let wsum: f64 = weights.iter().sum();
     let min_large_pages = SMALL_FILE_BYTES / PAGE_BYTES;
@@ -312,7 +346,7 @@ pub fn observation(spec: &AppSpec) -> LaunchObservation {
     }
     LaunchObservation {
         files,
-        anon_launch_bytes: spec.anon_mib * MIB,
+        anon_launch_bytes: spec.anon_bytes(),
         footprint_after_launch_bytes: spec.baseline_bytes(),
         launch_ms: 0,
         at_unix_ms: 0,
@@ -358,7 +392,7 @@ pub fn model(spec: &AppSpec) -> AppModel {
         }
     }
     AppModel {
-        anon_pages: spec.anon_mib * MIB / PAGE_BYTES,
+        anon_pages: spec.anon_bytes() / PAGE_BYTES,
         spec: spec.clone(),
         profile,
         chunk_pages,
@@ -376,8 +410,8 @@ mod tests {
         let c = catalogue();
         assert!(c.len() >= 60);
         let t = lookup(&c, "TikTok").unwrap();
-        assert_eq!((t.anon_mib, t.file_mib), (616, 434));
-        assert_eq!(lookup(&c, "Gemma").unwrap().file_mib, 1890);
+        assert_eq!((t.anon_mib, t.file_mib), (616.0, 434.0));
+        assert_eq!(lookup(&c, "Gemma").unwrap().file_mib, 1890.0);
         let e = lookup(&c, "Tiktok").unwrap_err().to_string();
         assert!(e.contains("TikTok") && e.contains("\"Tiktok\""));
         let mut names: Vec<_> = c.iter().map(|a| a.name.clone()).collect();

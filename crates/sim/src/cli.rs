@@ -1,12 +1,13 @@
 //! `appflow sim`: arguments and entry point.
 
 use crate::catalog::{self, AppModel};
+use crate::devfile;
 use crate::device::{self, DEVICE_NAMES};
 use crate::engine::SimConfig;
 use crate::output;
 use crate::policy::{self, Policy, POLICY_NAMES};
 use crate::trace;
-use crate::workload::{self, Workload, WORKLOAD_NAMES};
+use crate::workload::{self, Setup, Workload, WORKLOAD_NAMES};
 use appflow_core::report::RunReport;
 use appflow_core::{InputError, MIB};
 use serde_json::json;
@@ -29,12 +30,21 @@ pub enum Format {
 #[derive(clap::Args, Debug, Clone)]
 #[command(
     about = "Deterministic phone simulator: compare memory policies on seed 000's workloads",
-    after_help = "Examples:\n  appflow sim --device pixel8-6gb --workload high --seed 1\n  appflow sim --workload multitask --device pixel7-6gb --compare-paper\n  appflow sim --generate-trace t.csv --days 100 --apps 60 --seed 1\n  appflow sim --device pixel8-8gb --workload trace --trace t.csv --policy android,appflow"
+    after_help = "Examples:\n  appflow sim --device pixel8-6gb --workload high --seed 1\n  appflow sim --workload multitask --device pixel7-6gb --compare-paper\n  appflow sim --generate-trace t.csv --days 100 --apps 60 --seed 1\n  appflow sim --device pixel8-8gb --workload trace --trace t.csv --policy android,appflow\n  appflow sim --device-file crates/bench/sim-device.default.toml --workload high --policy android,paralfetch,appflow"
 )]
 pub struct SimArgs {
     /// Device preset (pixel7-6gb, pixel7-8gb, pixel8-6gb, pixel8-8gb, headunit-4gb).
     #[arg(long, default_value = "pixel8-6gb")]
     pub device: String,
+    /// Device file (TOML, see docs/sim.md) instead of a preset, e.g. the
+    /// testbed's domain from `appflow bench --emit-sim-device`. Its `[[app]]`
+    /// list and `[workload]` lists, if any, replace the app catalogue.
+    #[arg(long, conflicts_with = "device")]
+    pub device_file: Option<PathBuf>,
+    /// App file (TOML `[[app]]` list and optional `[workload]`, see
+    /// docs/sim.md) replacing the app catalogue; wins over the device file's apps.
+    #[arg(long)]
+    pub apps_file: Option<PathBuf>,
     /// Workload: none (no background), low, medium, high (§6.1), multitask (§6.3) or trace (needs --trace).
     #[arg(long, default_value = "high")]
     pub workload: String,
@@ -86,9 +96,28 @@ pub struct SimArgs {
     pub threads: usize,
 }
 
+/// The catalogue and workload lists of a run: the built-in ones, or those
+/// of `--apps-file` (else of the device file's `[[app]]` list).
+pub fn catalogue_of(a: &SimArgs) -> anyhow::Result<(Vec<catalog::AppSpec>, Setup)> {
+    for p in [&a.apps_file, &a.device_file].into_iter().flatten() {
+        let f = devfile::read(p)?;
+        if let Some(l) = devfile::apps(&f, &p.display().to_string())? {
+            return Ok((l.apps, l.setup));
+        }
+        if a.apps_file.as_ref() == Some(p) {
+            return Err(InputError::new(format!(
+                "{}: --apps-file has no [[app]] entries",
+                p.display()
+            ))
+            .into());
+        }
+    }
+    Ok((catalog::catalogue(), Setup::builtin()))
+}
+
 /// Runs `appflow sim`.
 pub fn run(a: SimArgs) -> anyhow::Result<()> {
-    let cat = catalog::catalogue();
+    let (cat, setup) = catalogue_of(&a)?;
     if a.list {
         print!("{}", listing(&cat));
         return Ok(());
@@ -107,7 +136,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let report = simulate(&a, &cat)?;
+    let report = simulate_with(&a, &cat, &setup)?;
     let text = match a.format {
         Format::Table => output::table(&report, a.compare_paper),
         Format::Json => output::json(&report),
@@ -146,11 +175,31 @@ fn listing(cat: &[catalog::AppSpec]) -> String {
     s
 }
 
-/// Validates the arguments and runs the simulation (no file is written).
+/// Validates the arguments and runs the simulation over the built-in
+/// workload lists (no file is written).
 pub fn simulate(a: &SimArgs, cat: &[catalog::AppSpec]) -> anyhow::Result<RunReport> {
-    let dev = device::device(&a.device)?;
+    simulate_with(a, cat, &Setup::builtin())
+}
+
+/// Validates the arguments and runs the simulation over `cat` with the
+/// workload lists of `setup` (no file is written).
+pub fn simulate_with(
+    a: &SimArgs,
+    cat: &[catalog::AppSpec],
+    setup: &Setup,
+) -> anyhow::Result<RunReport> {
+    let (dev, file_budget) = match &a.device_file {
+        Some(p) => {
+            let d = devfile::device(&devfile::read(p)?, &p.display().to_string())?;
+            (d.device, d.preload_budget_bytes)
+        }
+        None => (device::device(&a.device)?, None),
+    };
     let policies = policy::parse_list(&a.policy)?;
     let mut cfg = SimConfig::with_seed(a.seed);
+    if let Some(b) = file_budget {
+        cfg.preload.budget_bytes = b;
+    }
     if let Some(mb) = a.preload_budget_mb {
         let bytes = mb.saturating_mul(MIB);
         if bytes >= dev.app_memory_bytes() {
@@ -183,10 +232,13 @@ pub fn simulate(a: &SimArgs, cat: &[catalog::AppSpec]) -> anyhow::Result<RunRepo
         (None, _) => None,
     };
     let models: Vec<AppModel> = cat.iter().map(catalog::model).collect();
-    let w = Workload::resolve(&a.workload, &models, &a.targets, events)?;
+    let w = Workload::resolve_with(&a.workload, &models, &a.targets, events, setup)?;
     let results = run_all(&dev, &policies, &cfg, &models, &w, a.threads);
     let mut extra = BTreeMap::new();
     extra.insert("device_description".into(), json!(dev.description));
+    if let Some(p) = &a.device_file {
+        extra.insert("device_file".into(), json!(p.display().to_string()));
+    }
     extra.insert(
         "model".into(),
         json!({
@@ -198,7 +250,7 @@ pub fn simulate(a: &SimArgs, cat: &[catalog::AppSpec]) -> anyhow::Result<RunRepo
     );
     extra.insert("definitions".into(), json!(definitions(&w)));
     let mut report = RunReport {
-        device: dev.name.to_string(),
+        device: dev.name.clone(),
         workload: a.workload.clone(),
         seed: a.seed,
         results,

@@ -12,10 +12,10 @@ use appflow_core::{InputError, KIB, MIB};
 /// A simulated device.
 #[derive(Debug, Clone)]
 pub struct Device {
-    /// Preset name.
-    pub name: &'static str,
+    /// Preset name (or the device file's `name`).
+    pub name: String,
     /// What it models.
-    pub description: &'static str,
+    pub description: String,
     /// Visible DRAM, bytes.
     pub dram_bytes: u64,
     /// Memory the kernel and the Android system keep (never reclaimed by the model), bytes.
@@ -24,6 +24,10 @@ pub struct Device {
     pub zram_disksize_bytes: u64,
     /// Compression ratio of zram (uncompressed / compressed).
     pub zram_ratio: f64,
+    /// Whether zram's compressed pool takes DRAM from the apps (a phone:
+    /// true). False models the testbed, whose zram pool is not charged to
+    /// the memory cgroup that bounds the apps.
+    pub zram_pool_in_dram: bool,
     /// Flash swap partition, bytes (used once zram is full).
     pub swap_bytes: u64,
     /// Read throughput by I/O block size.
@@ -91,8 +95,8 @@ fn headunit_curve() -> ThroughputCurve {
 fn phone(name: &'static str, description: &'static str, dram_gib: u64, cpu: f64) -> Device {
     let dram = dram_gib * 1024 * MIB;
     Device {
-        name,
-        description,
+        name: name.into(),
+        description: description.into(),
         dram_bytes: dram,
         // Kernel, carve-outs, system_server, SurfaceFlinger, HALs, launcher
         // and persistent services: about a third of a 6 GB phone.
@@ -103,6 +107,7 @@ fn phone(name: &'static str, description: &'static str, dram_gib: u64, cpu: f64)
         zram_disksize_bytes: dram * 28 / 100,
         // LZ4 on app heaps: about 3:1 (common Android figure; assumption).
         zram_ratio: 3.0,
+        zram_pool_in_dram: true,
         // §4.3: anonymous reclaim is bounded "either by swap partition size
         // (e.g., 2GB on Pixel 8) or by zRAM capacity (25~30% of DRAM)". We
         // model the phones' swap as that one zram device (28 % of 6-8 GB =
@@ -139,24 +144,24 @@ pub fn device(name: &str) -> Result<Device, InputError> {
     let d = match name {
         // Tensor G2 runs app init ~10 % slower than Tensor G3 (assumption).
         "pixel7-6gb" => phone(
-            name_static(name),
+            preset_name(name),
             "Google Pixel 7, DRAM scaled to 6 GB (§6.1)",
             6,
             1.1,
         ),
         "pixel7-8gb" => phone(
-            name_static(name),
+            preset_name(name),
             "Google Pixel 7, DRAM scaled to 8 GB (§6.1)",
             8,
             1.1,
         ),
         "pixel8-6gb" => phone(
-            name_static(name),
+            preset_name(name),
             "Google Pixel 8, DRAM scaled to 6 GB (§6.1)",
             6,
             1.0,
         ),
-        "pixel8-8gb" => phone(name_static(name), "Google Pixel 8, 8 GB (§6.1)", 8, 1.0),
+        "pixel8-8gb" => phone(preset_name(name), "Google Pixel 8, 8 GB (§6.1)", 8, 1.0),
         "headunit-4gb" => {
             let mut d = phone(
                 "headunit-4gb",
@@ -183,7 +188,7 @@ pub fn device(name: &str) -> Result<Device, InputError> {
     Ok(d)
 }
 
-fn name_static(name: &str) -> &'static str {
+fn preset_name(name: &str) -> &'static str {
     DEVICE_NAMES
         .iter()
         .find(|n| **n == name)

@@ -384,7 +384,12 @@ impl<'a> Sim<'a> {
         self.now_us
     }
 
+    /// zram's compressed pool where it takes DRAM (0 when the device's pool
+    /// lies outside the apps' memory, like the testbed's uncharged zram).
     fn zram_pool(&self) -> u64 {
+        if !self.dev.zram_pool_in_dram {
+            return 0;
+        }
         (self.zram_stored as f64 / self.dev.zram_ratio).ceil() as u64
     }
 
@@ -677,7 +682,11 @@ impl<'a> Sim<'a> {
             } else {
                 anon_avail as f64 / (anon_avail + file_avail) as f64
             };
-            let zr = 1.0 - 1.0 / self.dev.zram_ratio;
+            let zr = if self.dev.zram_pool_in_dram {
+                1.0 - 1.0 / self.dev.zram_ratio
+            } else {
+                1.0
+            };
             let net_per_scan = anon_frac * zr + (1.0 - anon_frac);
             let ms_per_scan =
                 anon_frac * self.dev.anon_zram_ms_per_mib / 256.0 + (1.0 - anon_frac) * file_ms;
@@ -1214,8 +1223,12 @@ impl<'a> Sim<'a> {
         s.launches += 1;
         s.ran_before = true;
         if kind == LaunchKind::Cold {
-            // Background growth of 30-50 % over the post-launch baseline (§4.3).
-            let g = 0.3 + 0.2 * rng::unit(self.cfg.seed, "growth", a as u64, s.launches);
+            // Background growth of 30-50 % over the post-launch baseline
+            // (§4.3), unless the app gives its own.
+            let g = match self.models[a].spec.growth_fraction {
+                Some(g) => g,
+                None => 0.3 + 0.2 * rng::unit(self.cfg.seed, "growth", a as u64, s.launches),
+            };
             s.grow_target = (s.anon_total() as f64 * g) as u64;
             s.grown = 0;
             s.grow_start_us = self.now_us;
@@ -1609,8 +1622,12 @@ impl<'a> Sim<'a> {
                 continue;
             }
             any = true;
-            let el = self.now_us.saturating_sub(s.grow_start_us).min(GROWTH_US);
-            let want = (s.grow_target as u128 * el as u128 / GROWTH_US as u128) as u64;
+            let span_us = match self.models[a].spec.growth_ms {
+                Some(ms) => (ms * 1000).max(1),
+                None => GROWTH_US,
+            };
+            let el = self.now_us.saturating_sub(s.grow_start_us).min(span_us);
+            let want = (s.grow_target as u128 * el as u128 / span_us as u128) as u64;
             let delta = want.saturating_sub(s.grown);
             if delta == 0 {
                 continue;

@@ -6,6 +6,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`device`] | device presets (DRAM, zram, swap, storage curve, reclaim costs) and their sources |
+//! | [`devfile`] | device and app files (`--device-file`, `--apps-file`): any device, e.g. the testbed's domain |
 //! | [`catalog`] | the app catalogue (Table 1 GB-scale apps, low-memory and tail apps) and generated launch profiles |
 //! | [`policy`] | the policies by name (android, paralfetch, acclaim, appflow and its ablations) |
 //! | [`engine`] | the kernel model (LRU, kswapd, direct reclaim, zram, swap, killer) and the launch model |
@@ -16,6 +17,7 @@
 
 pub mod catalog;
 pub mod cli;
+pub mod devfile;
 pub mod device;
 pub mod engine;
 pub mod output;

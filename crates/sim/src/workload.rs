@@ -46,11 +46,19 @@ pub enum Workload {
         load: Load,
         /// Target app indices.
         targets: Vec<usize>,
+        /// Background apps of each target, in launch order (parallel to `targets`).
+        background: Vec<Vec<usize>>,
+        /// Use time after each background launch, µs.
+        use_us: u64,
+        /// Settling time before the target launch, µs.
+        settle_us: u64,
     },
     /// §6.3 multitask rounds over these apps (in launch order).
     Multitask {
         /// App indices.
         apps: Vec<usize>,
+        /// Use time after each launch, µs.
+        use_us: u64,
     },
     /// Trace replay.
     Trace {
@@ -59,12 +67,118 @@ pub enum Workload {
     },
 }
 
-/// Seconds an app is used after each scenario launch.
-const SCENARIO_USE_US: u64 = 5_000_000;
-/// Settling time before the target launch (§6.1 "once the load is established").
-const SETTLE_US: u64 = 30_000_000;
-/// Use time of each multitask launch.
-const MULTITASK_USE_US: u64 = 10_000_000;
+/// Time an app is used after each scenario launch, µs.
+pub const SCENARIO_USE_US: u64 = 5_000_000;
+/// Settling time before the target launch (§6.1 "once the load is established"), µs.
+pub const SETTLE_US: u64 = 30_000_000;
+/// Use time of each multitask launch, µs.
+pub const MULTITASK_USE_US: u64 = 10_000_000;
+
+/// Which apps the workloads use and how long they wait: the §6.1/§6.3
+/// lists of the built-in catalogue, or those of an apps file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setup {
+    /// GB-scale apps in order: `high` adds the two that follow the target
+    /// (cyclically) to the background.
+    pub gb: Vec<String>,
+    /// Low-memory apps in order: `low` uses the first 5, `medium` and
+    /// `high` the first 15.
+    pub low: Vec<String>,
+    /// Default targets of low/medium/high.
+    pub targets: Vec<String>,
+    /// Explicit background lists (launch order) of low, medium, high; when
+    /// set they replace the rule above (the target itself is skipped).
+    pub background: [Option<Vec<String>>; 3],
+    /// Multitask launch order.
+    pub multitask: Vec<String>,
+    /// Use time after each background launch, µs.
+    pub use_us: u64,
+    /// Settling time before the target launch, µs.
+    pub settle_us: u64,
+    /// Use time after each multitask launch, µs.
+    pub multitask_use_us: u64,
+}
+
+impl Setup {
+    /// The built-in catalogue's lists (§6.1, §6.2, §6.3).
+    pub fn builtin() -> Self {
+        let low: Vec<String> = LOW_APPS.iter().map(|s| s.to_string()).collect();
+        let mut multitask = low.clone();
+        // TikTok and Snow among the low-memory apps (§6.3).
+        multitask.insert(5, "TikTok".into());
+        multitask.insert(11, "Snow".into());
+        Self {
+            gb: GB_SCALE_APPS.iter().map(|s| s.to_string()).collect(),
+            targets: GB_SCALE_APPS.iter().map(|s| s.to_string()).collect(),
+            low,
+            background: [None, None, None],
+            multitask,
+            use_us: SCENARIO_USE_US,
+            settle_us: SETTLE_US,
+            multitask_use_us: MULTITASK_USE_US,
+        }
+    }
+
+    /// Lists derived from the classes of a custom catalogue (file order):
+    /// targets = every GB-scale app; multitask = the low-memory apps with
+    /// the first two GB-scale apps at positions 5 and 11 (like §6.3).
+    pub fn from_classes(models: &[AppModel]) -> Self {
+        let of = |c: AppClass| -> Vec<String> {
+            models
+                .iter()
+                .filter(|m| m.spec.class == c)
+                .map(|m| m.spec.name.clone())
+                .collect()
+        };
+        let gb = of(AppClass::GbScale);
+        let low = of(AppClass::Low);
+        let mut multitask = low.clone();
+        for (pos, g) in [5usize, 11].into_iter().zip(&gb) {
+            multitask.insert(pos.min(multitask.len()), g.clone());
+        }
+        Self {
+            targets: gb.clone(),
+            gb,
+            low,
+            background: [None, None, None],
+            multitask,
+            use_us: SCENARIO_USE_US,
+            settle_us: SETTLE_US,
+            multitask_use_us: MULTITASK_USE_US,
+        }
+    }
+
+    /// The background apps of a scenario for `target`, in launch order.
+    pub fn background_for(&self, load: Load, target: &str) -> Vec<String> {
+        let slot = match load {
+            Load::None => return Vec::new(),
+            Load::Low => 0,
+            Load::Medium => 1,
+            Load::High => 2,
+        };
+        if let Some(list) = &self.background[slot] {
+            return list.iter().filter(|n| *n != target).cloned().collect();
+        }
+        let n_low = if load == Load::Low { 5 } else { 15 };
+        let mut v: Vec<String> = self
+            .low
+            .iter()
+            .filter(|n| *n != target)
+            .take(n_low)
+            .cloned()
+            .collect();
+        if load == Load::High && !self.gb.is_empty() {
+            let p = self.gb.iter().position(|n| n == target).unwrap_or(0);
+            for d in 1..=2 {
+                let g = &self.gb[(p + d) % self.gb.len()];
+                if g != target && !v.contains(g) {
+                    v.push(g.clone());
+                }
+            }
+        }
+        v
+    }
+}
 
 fn idx(models: &[AppModel], name: &str) -> usize {
     models
@@ -73,14 +187,42 @@ fn idx(models: &[AppModel], name: &str) -> usize {
         .unwrap_or_else(|| panic!("{name} is in the catalogue"))
 }
 
+fn find(models: &[AppModel], name: &str, what: &str) -> Result<usize, InputError> {
+    models
+        .iter()
+        .position(|m| m.spec.name == name)
+        .ok_or_else(|| {
+            InputError::new(format!(
+                "{what}: unknown app {name:?}; valid apps: {}",
+                models
+                    .iter()
+                    .map(|m| m.spec.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
+}
+
 impl Workload {
-    /// Resolves a workload name. `targets` restricts the scenario targets
-    /// (default: the eight GB-scale apps of §6.2).
+    /// Resolves a workload name over the built-in catalogue's lists.
+    /// `targets` restricts the scenario targets (default: the eight
+    /// GB-scale apps of §6.2).
     pub fn resolve(
         name: &str,
         models: &[AppModel],
         targets: &[String],
         trace: Option<Vec<TraceEvent>>,
+    ) -> Result<Workload, InputError> {
+        Self::resolve_with(name, models, targets, trace, &Setup::builtin())
+    }
+
+    /// Resolves a workload name with the lists and times of `setup`.
+    pub fn resolve_with(
+        name: &str,
+        models: &[AppModel],
+        targets: &[String],
+        trace: Option<Vec<TraceEvent>>,
+        setup: &Setup,
     ) -> Result<Workload, InputError> {
         let load = match name {
             "none" => Some(Load::None),
@@ -92,7 +234,14 @@ impl Workload {
         if let Some(load) = load {
             let mut t = Vec::new();
             if targets.is_empty() {
-                t = GB_SCALE_APPS.iter().map(|n| idx(models, n)).collect();
+                if setup.targets.is_empty() {
+                    return Err(InputError::new(
+                        "the app set has no GB-scale app to cold-launch (class = \"gb\")",
+                    ));
+                }
+                for n in &setup.targets {
+                    t.push(find(models, n, "workload target")?);
+                }
             } else {
                 for n in targets {
                     let i = models
@@ -101,27 +250,51 @@ impl Workload {
                         .ok_or_else(|| {
                             InputError::new(format!(
                                 "unknown target app {n:?}; valid targets: {}",
-                                GB_SCALE_APPS.join(", ")
+                                setup.gb.join(", ")
                             ))
                         })?;
                     if models[i].spec.class != AppClass::GbScale {
                         return Err(InputError::new(format!(
                             "target {n:?} is not a GB-scale app; valid targets: {}",
-                            GB_SCALE_APPS.join(", ")
+                            setup.gb.join(", ")
                         )));
                     }
                     t.push(i);
                 }
             }
-            return Ok(Workload::Scenario { load, targets: t });
+            let mut background = Vec::new();
+            for &ti in &t {
+                let bg = setup.background_for(load, &models[ti].spec.name);
+                let bg = bg
+                    .iter()
+                    .map(|n| find(models, n, "background app"))
+                    .collect::<Result<Vec<_>, _>>()?;
+                background.push(bg);
+            }
+            return Ok(Workload::Scenario {
+                load,
+                targets: t,
+                background,
+                use_us: setup.use_us,
+                settle_us: setup.settle_us,
+            });
         }
         match name {
             "multitask" => {
-                let mut apps: Vec<usize> = LOW_APPS.iter().map(|n| idx(models, n)).collect();
-                // TikTok and Snow among the low-memory apps (§6.3).
-                apps.insert(5, idx(models, "TikTok"));
-                apps.insert(11, idx(models, "Snow"));
-                Ok(Workload::Multitask { apps })
+                if setup.multitask.is_empty() {
+                    return Err(InputError::new(
+                        "the multitask list of the app set is empty",
+                    ));
+                }
+                let apps = setup
+                    .multitask
+                    .iter()
+                    .map(|n| find(models, n, "multitask app"))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Workload::Multitask {
+                    apps,
+                    use_us: setup.multitask_use_us,
+                })
             }
             "trace" => match trace {
                 Some(events) if !events.is_empty() => Ok(Workload::Trace { events }),
@@ -140,7 +313,7 @@ impl Workload {
     pub fn units(&self) -> u64 {
         match self {
             Workload::Scenario { targets, .. } => targets.len() as u64,
-            Workload::Multitask { apps } => 2 * apps.len() as u64,
+            Workload::Multitask { apps, .. } => 2 * apps.len() as u64,
             Workload::Trace { events } => events.len() as u64,
         }
     }
@@ -149,15 +322,19 @@ impl Workload {
     pub fn installed(&self, models: &[AppModel]) -> Vec<bool> {
         let mut v = vec![false; models.len()];
         match self {
-            Workload::Scenario { load, targets } => {
-                for &t in targets {
+            Workload::Scenario {
+                targets,
+                background,
+                ..
+            } => {
+                for (&t, bg) in targets.iter().zip(background) {
                     v[t] = true;
-                    for b in background(models, *load, t) {
+                    for &b in bg {
                         v[b] = true;
                     }
                 }
             }
-            Workload::Multitask { apps } => apps.iter().for_each(|&a| v[a] = true),
+            Workload::Multitask { apps, .. } => apps.iter().for_each(|&a| v[a] = true),
             Workload::Trace { events } => {
                 for e in events {
                     v[idx(models, &e.app)] = true;
@@ -166,24 +343,6 @@ impl Workload {
         }
         v
     }
-}
-
-/// The background apps of a scenario for `target`, in launch order.
-pub fn background(models: &[AppModel], load: Load, target: usize) -> Vec<usize> {
-    let n_low = match load {
-        Load::None => 0,
-        Load::Low => 5,
-        _ => 15,
-    };
-    let mut v: Vec<usize> = LOW_APPS[..n_low].iter().map(|n| idx(models, n)).collect();
-    if load == Load::High {
-        let tname = &models[target].spec.name;
-        let p = GB_SCALE_APPS.iter().position(|n| n == tname).unwrap_or(0);
-        for d in 1..=2 {
-            v.push(idx(models, GB_SCALE_APPS[(p + d) % GB_SCALE_APPS.len()]));
-        }
-    }
-    v
 }
 
 /// What one policy's run produced.
@@ -244,18 +403,23 @@ pub fn run_policy(
         }
     };
     match w {
-        Workload::Scenario { load, targets } => {
-            for &t in targets {
+        Workload::Scenario {
+            targets,
+            background,
+            use_us,
+            settle_us,
+            ..
+        } => {
+            for (&t, bg) in targets.iter().zip(background) {
                 sim.reset();
                 // Preloading (if any) refills during the first idle period.
                 sim.idle(1_000_000);
-                let bg = background(models, *load, t);
-                for &b in &bg {
+                for &b in bg {
                     sim.launch(b);
-                    sim.idle(SCENARIO_USE_US);
+                    sim.idle(*use_us);
                 }
                 sim.go_home();
-                sim.idle(SETTLE_US);
+                sim.idle(*settle_us);
                 let (dr, k) = (sim.counters.direct_reclaims, sim.counters.kills);
                 let rec = sim.launch(t);
                 out.measured_direct_reclaims += sim.counters.direct_reclaims - dr;
@@ -268,7 +432,7 @@ pub fn run_policy(
                 tick();
             }
         }
-        Workload::Multitask { apps } => {
+        Workload::Multitask { apps, use_us } => {
             sim.reset();
             sim.idle(1_000_000);
             for round in 0..2 {
@@ -280,7 +444,7 @@ pub fn run_policy(
                         out.measured_kills += sim.counters.kills - k;
                         out.measured.push(rec);
                     }
-                    sim.idle(MULTITASK_USE_US);
+                    sim.idle(*use_us);
                     check(&sim, &mut out);
                     tick();
                 }
@@ -427,16 +591,11 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
         extra.insert("accounting_errors".into(), json!(o.check_errors));
     }
     match w {
-        Workload::Scenario { load, .. } => {
-            let n = match load {
-                Load::None => 0,
-                Load::Low => 5,
-                Load::Medium => 15,
-                Load::High => 17,
-            };
+        Workload::Scenario { background, .. } => {
+            let n = background.first().map_or(0, |b| b.len());
             extra.insert("background_apps_per_target".into(), json!(n));
         }
-        Workload::Multitask { apps } => {
+        Workload::Multitask { apps, .. } => {
             let relaunch = if all.is_empty() { 0.0 } else { mean_all };
             extra.insert("relaunch_ms_mean".into(), json!(round3(relaunch)));
             extra.insert("apps".into(), json!(apps.len()));

@@ -25,6 +25,8 @@ fn data(name: &str) -> PathBuf {
 fn args(device: &str, workload: &str, policy: &str) -> SimArgs {
     SimArgs {
         device: device.into(),
+        device_file: None,
+        apps_file: None,
         workload: workload.into(),
         policy: policy.into(),
         seed: 1,
@@ -328,7 +330,7 @@ fn foreground_is_never_killed_and_pages_are_conserved_step_by_step() {
     let dev = device::device("pixel7-6gb").unwrap();
     let cfg = SimConfig::with_seed(3);
     let w = Workload::resolve("multitask", &models, &[], None).unwrap();
-    let Workload::Multitask { apps } = &w else {
+    let Workload::Multitask { apps, .. } = &w else {
         unreachable!()
     };
     for name in ["android", "appflow", "appflow-cpk", "acclaim+paralfetch"] {
