@@ -90,6 +90,12 @@ pub struct BenchArgs {
     /// Also write the JSON report here.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Write an `appflow sim --device-file` TOML describing this run's domain
+    /// and apps at the chosen preset and scale (written before the run and
+    /// again after it with the measured calibration and zram ratio), so
+    /// `appflow sim --device-file FILE --workload high` runs the same workload.
+    #[arg(long)]
+    pub emit_sim_device: Option<PathBuf>,
     /// Write SVG plots (latency per app and policy; timelines) here.
     #[arg(long)]
     pub plot_dir: Option<PathBuf>,
@@ -973,7 +979,30 @@ pub fn run(a: BenchArgs) -> Result<()> {
         return Ok(());
     }
     let o = options(&a)?;
+    if let Some(p) = &a.emit_sim_device {
+        let text = crate::simdev::sim_device_toml(&o, &crate::simdev::Measured::default());
+        domain::write_atomic(p, text.as_bytes())
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
     let out = run_bench(&o)?;
+    if let Some(p) = &a.emit_sim_device {
+        let measured = crate::simdev::Measured {
+            calibration: calibration_of(&out.reports),
+            stock_zram_ratio: crate::simdev::stock_zram_ratio(
+                &out.measurements
+                    .iter()
+                    .map(|(_, m)| m.clone())
+                    .collect::<Vec<_>>(),
+            ),
+        };
+        let text = crate::simdev::sim_device_toml(&o, &measured);
+        domain::write_atomic(p, text.as_bytes())
+            .with_context(|| format!("writing {}", p.display()))?;
+        eprintln!(
+            "appflow bench: wrote the simulator's device file {}",
+            p.display()
+        );
+    }
     let json = if out.reports.len() == 1 {
         serde_json::to_string_pretty(&out.reports[0])?
     } else {
@@ -1007,6 +1036,26 @@ pub fn run(a: BenchArgs) -> Result<()> {
         bail!("leftovers after teardown: {:?}", out.leftovers);
     }
     Ok(())
+}
+
+/// The in-domain calibration recorded in a report's `extra.testbed`.
+fn calibration_of(reports: &[RunReport]) -> Vec<(u64, f64)> {
+    reports
+        .first()
+        .and_then(|r| r.extra.get("testbed"))
+        .and_then(|t| t.get("calibration_bytes_per_sec"))
+        .and_then(|c| c.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| {
+                    Some((
+                        p.get("block_bytes")?.as_u64()?,
+                        p.get("bytes_per_sec")?.as_f64()?,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Arguments of the hidden `appflow bench-app` (one synthetic app process).

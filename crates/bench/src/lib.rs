@@ -14,6 +14,7 @@
 //! | [`synth`] | synthetic apps: layout, files, launch pattern, the app process |
 //! | [`launch`] | spawning into leaf cgroups, exec-to-readiness timing |
 //! | [`policy`] | the policies and the daemon driver (contracts B, C, E) |
+//! | [`simdev`] | the run's domain and apps as an `appflow sim --device-file` |
 
 pub mod cli;
 pub mod counters;
@@ -25,5 +26,6 @@ pub mod plot;
 pub mod policy;
 pub mod report;
 pub mod run;
+pub mod simdev;
 pub mod spec;
 pub mod synth;

@@ -624,16 +624,20 @@ fn find_mode(v: &serde_json::Value) -> Option<String> {
 /// The background load of a target-launch scenario (seed 000 §6.1):
 /// GB-scale apps first, then small ones.
 pub fn background(apps: &[App], scenario: Scenario, target: &str) -> Vec<String> {
-    let small: Vec<String> = apps
-        .iter()
-        .filter(|a| a.spec.class == AppClass::Small && a.name() != target)
-        .map(|a| a.name().to_string())
-        .collect();
-    let gb: Vec<String> = apps
-        .iter()
-        .filter(|a| a.spec.class == AppClass::Gb && a.name() != target)
-        .map(|a| a.name().to_string())
-        .collect();
+    let set: Vec<(&str, AppClass)> = apps.iter().map(|a| (a.name(), a.spec.class)).collect();
+    background_of(&set, scenario, target)
+}
+
+/// [`background`] over (name, class) pairs in set order (pure; also used to
+/// describe the workload to the simulator).
+pub fn background_of(apps: &[(&str, AppClass)], scenario: Scenario, target: &str) -> Vec<String> {
+    let of = |c: AppClass| -> Vec<String> {
+        apps.iter()
+            .filter(|a| a.1 == c && a.0 != target)
+            .map(|a| a.0.to_string())
+            .collect()
+    };
+    let (small, gb) = (of(AppClass::Small), of(AppClass::Gb));
     let (n_small, n_gb) = match scenario {
         Scenario::Low => (5, 0),
         Scenario::Medium => (15, 0),
@@ -648,13 +652,21 @@ pub fn background(apps: &[App], scenario: Scenario, target: &str) -> Vec<String>
 
 /// The multitask order: every app, GB-scale apps spread among the small ones.
 pub fn multitask_order(apps: &[App]) -> Vec<String> {
-    let gb: Vec<&App> = apps
+    let set: Vec<(&str, AppClass)> = apps.iter().map(|a| (a.name(), a.spec.class)).collect();
+    multitask_order_of(&set)
+}
+
+/// [`multitask_order`] over (name, class) pairs in set order.
+pub fn multitask_order_of(apps: &[(&str, AppClass)]) -> Vec<String> {
+    let gb: Vec<&str> = apps
         .iter()
-        .filter(|a| a.spec.class == AppClass::Gb)
+        .filter(|a| a.1 == AppClass::Gb)
+        .map(|a| a.0)
         .collect();
-    let small: Vec<&App> = apps
+    let small: Vec<&str> = apps
         .iter()
-        .filter(|a| a.spec.class == AppClass::Small)
+        .filter(|a| a.1 == AppClass::Small)
+        .map(|a| a.0)
         .collect();
     let mut out = Vec::new();
     let every = (small.len() / gb.len().max(1)).max(1);
@@ -662,12 +674,12 @@ pub fn multitask_order(apps: &[App]) -> Vec<String> {
     for (i, s) in small.iter().enumerate() {
         if i % every == 0 {
             if let Some(x) = g.next() {
-                out.push(x.name().to_string());
+                out.push(x.to_string());
             }
         }
-        out.push(s.name().to_string());
+        out.push(s.to_string());
     }
-    out.extend(g.map(|x| x.name().to_string()));
+    out.extend(g.map(|x| x.to_string()));
     out
 }
 
