@@ -25,6 +25,12 @@ pub struct KillerConfig {
     pub trigger_avail_fraction: f64,
     /// ... and reclaim cannot keep up: anonymous share of used memory above this,
     pub trigger_anon_share: f64,
+    /// ... and anonymous reclaim is near its capacity: free swap (zram or
+    /// flash) below this share of the total. §4.3: anonymous reclaim "is
+    /// bounded, either by swap partition size or by zRAM capacity"; a killer
+    /// must "factor in both the current page-type imbalance and reclaim
+    /// capacity limits". Default 0.10, lmkd's `swap_free_low_percentage`.
+    pub trigger_swap_free_fraction: f64,
     /// ... or the memory-pressure stall (PSI some avg10, %) above this.
     pub trigger_psi_some_avg10: f64,
     /// After a kill, wait this long for memory to come back before another, ms.
@@ -38,6 +44,7 @@ impl Default for KillerConfig {
             unknown_relaunch_fraction: 1.0 / 1.4,
             trigger_avail_fraction: 0.05,
             trigger_anon_share: 0.66,
+            trigger_swap_free_fraction: 0.10,
             trigger_psi_some_avg10: 20.0,
             settle_ms: 500,
         }
@@ -196,13 +203,19 @@ pub struct PressureState {
     pub anon_bytes: u64,
     /// File-backed bytes in the domain.
     pub file_bytes: u64,
+    /// Swap (zram and flash) the domain can page out to, bytes; 0 = none.
+    pub swap_total_bytes: u64,
+    /// Of which free, bytes.
+    pub swap_free_bytes: u64,
     /// PSI memory "some" avg10, percent (0 if unavailable).
     pub psi_some_avg10: f64,
     /// Time of the last kill, if any.
     pub last_kill_ms: Option<u64>,
 }
 
-/// Whether to kill now: only when reclaim cannot keep up (SPEC §3.4).
+/// Whether to kill now: only when reclaim cannot keep up (SPEC §3.4, seed
+/// 000 §4.3): memory is low and either what is left is mostly anonymous with
+/// swap nearly full (no swap counts as full), or reclaim stalls (PSI).
 pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reason> {
     if let Some(t) = p.last_kill_ms {
         if p.now_ms.saturating_sub(t) < cfg.settle_ms {
@@ -212,8 +225,10 @@ pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reas
     let low = (p.avail_bytes as f64) < cfg.trigger_avail_fraction * p.total_bytes as f64;
     let used = (p.anon_bytes + p.file_bytes).max(1) as f64;
     let anon_bound = p.anon_bytes as f64 / used > cfg.trigger_anon_share;
+    let swap_full = p.swap_total_bytes == 0
+        || (p.swap_free_bytes as f64) < cfg.trigger_swap_free_fraction * p.swap_total_bytes as f64;
     let stalled = p.psi_some_avg10 > cfg.trigger_psi_some_avg10;
-    if low && (anon_bound || stalled) {
+    if low && ((anon_bound && swap_full) || stalled) {
         Ok(Reason::KillHighestNetFreed)
     } else {
         Err(Reason::KillNotNeeded)
@@ -272,7 +287,7 @@ mod tests {
     }
 
     #[test]
-    fn trigger_needs_low_memory_and_anon_dominance_or_stall() {
+    fn trigger_needs_low_memory_and_full_anon_reclaim_or_stall() {
         let cfg = KillerConfig::default();
         let mut p = PressureState {
             now_ms: 10_000,
@@ -280,9 +295,19 @@ mod tests {
             total_bytes: 6000 * MIB,
             anon_bytes: 4000 * MIB,
             file_bytes: 500 * MIB,
+            swap_total_bytes: 0,
+            swap_free_bytes: 0,
             psi_some_avg10: 0.0,
             last_kill_ms: None,
         };
+        // No swap: anonymous memory cannot be reclaimed.
+        assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
+        // Swap with room: reclaim can still keep up, no kill.
+        p.swap_total_bytes = 2000 * MIB;
+        p.swap_free_bytes = 1000 * MIB;
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+        // Swap nearly full: kill.
+        p.swap_free_bytes = 100 * MIB;
         assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
         p.last_kill_ms = Some(9_900);
         assert_eq!(should_kill(&cfg, &p), Err(Reason::KillWaitingForMemory));

@@ -53,6 +53,10 @@ pub struct DomainSample {
     pub file_bytes: u64,
     /// Cumulative allocation counter (pgalloc sum, or the cgroup's pgfault), pages.
     pub alloc_counter: u64,
+    /// Swap the domain can page out to (system swap: zram and flash), bytes.
+    pub swap_total_bytes: u64,
+    /// Of which free, bytes.
+    pub swap_free_bytes: u64,
     /// PSI memory "some" avg10, percent (None when PSI is unavailable).
     pub psi_some_avg10: Option<f64>,
 }
@@ -848,6 +852,8 @@ impl Scheduler {
                 total_bytes: s.total_bytes,
                 anon_bytes: s.anon_bytes,
                 file_bytes: s.file_bytes,
+                swap_total_bytes: s.swap_total_bytes,
+                swap_free_bytes: s.swap_free_bytes,
                 psi_some_avg10: s.psi_some_avg10.unwrap_or(0.0),
                 last_kill_ms: self.last_kill_ms,
             },
@@ -1036,6 +1042,8 @@ mod tests {
             anon_bytes: 600 * MIB,
             file_bytes: 200 * MIB,
             alloc_counter,
+            swap_total_bytes: 0,
+            swap_free_bytes: 0,
             psi_some_avg10: None,
         }
     }

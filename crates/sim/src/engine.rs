@@ -894,6 +894,8 @@ impl<'a> Sim<'a> {
                             total_bytes: self.dev.dram_bytes,
                             anon_bytes: self.anon_total * PAGE_BYTES,
                             file_bytes: self.file_total * PAGE_BYTES,
+                            swap_total_bytes: (self.zram_cap + self.swap_cap) * PAGE_BYTES,
+                            swap_free_bytes: self.swap_room() * PAGE_BYTES,
                             psi_some_avg10: some10 * 100.0,
                             last_kill_ms: self.last_kill_us.map(|t| t / 1000),
                         };

@@ -76,9 +76,11 @@ pub fn sample_domain(
     let psi = readers::read_psi_memory(proc_root)
         .ok()
         .map(|p| p.some_avg10);
+    // Swap is the system's in both modes (the domain pages out to it).
+    let m = readers::read_meminfo(proc_root)?;
+    let (swap_total_bytes, swap_free_bytes) = (m.swap_total_kb * 1024, m.swap_free_kb * 1024);
     match domain {
         Domain::System => {
-            let m = readers::read_meminfo(proc_root)?;
             let v = readers::read_vmstat(proc_root)?;
             Ok(DomainSample {
                 now_ms,
@@ -87,6 +89,8 @@ pub fn sample_domain(
                 anon_bytes: (m.active_anon_kb + m.inactive_anon_kb) * 1024,
                 file_bytes: (m.active_file_kb + m.inactive_file_kb) * 1024,
                 alloc_counter: v.pgalloc_total(),
+                swap_total_bytes,
+                swap_free_bytes,
                 psi_some_avg10: psi,
             })
         }
@@ -98,10 +102,7 @@ pub fn sample_domain(
                     limit,
                     limit.saturating_sub(usage) + st.inactive_file_bytes.min(usage),
                 ),
-                None => {
-                    let m = readers::read_meminfo(proc_root)?;
-                    (m.total_kb * 1024, m.available_kb * 1024)
-                }
+                None => (m.total_kb * 1024, m.available_kb * 1024),
             };
             // v2 has per-cgroup PSI; v1 uses the system's.
             let psi = match cg.pressure() {
@@ -115,6 +116,8 @@ pub fn sample_domain(
                 anon_bytes: st.anon_bytes,
                 file_bytes: st.file_bytes,
                 alloc_counter: st.pgfault,
+                swap_total_bytes,
+                swap_free_bytes,
                 psi_some_avg10: psi,
             })
         }
