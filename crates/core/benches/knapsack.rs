@@ -102,7 +102,7 @@ fn bench(c: &mut Criterion) {
     c.bench_function("knapsack_60x12_20MB", |b| {
         b.iter(|| solve(black_box(&classes), black_box(20 * MIB)).unwrap())
     });
-    // The planner's default counts the budget in 64 KiB units (PreloadConfig::budget_unit_bytes).
+    // The planner's default counts the budget in 256 KiB units (PreloadConfig::budget_unit_bytes).
     for unit in [4 * KIB, 64 * KIB, 256 * KIB] {
         let units: Vec<Vec<Item>> = classes
             .iter()

@@ -692,8 +692,52 @@ mod tests {
         )
     }
 
+    fn check(classes: &[Vec<Item>], budget: u64) -> Result<(), TestCaseError> {
+        let brute = brute_force(classes, budget);
+        match solve(classes, budget) {
+            Ok(s) => {
+                let (_, best) = brute.expect("solver found a solution brute force did not");
+                let w: u64 = s
+                    .choice
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &j)| classes[k][j].weight)
+                    .sum();
+                let c: f64 = s
+                    .choice
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &j)| classes[k][j].cost)
+                    .sum();
+                prop_assert!(w <= budget);
+                prop_assert_eq!(w, s.total_weight);
+                prop_assert!((c - best).abs() < 1e-9, "solver {} brute {}", c, best);
+            }
+            Err(KnapsackError::Infeasible { .. }) => prop_assert!(brute.is_none()),
+            Err(e) => prop_assert!(false, "unexpected error {e}"),
+        }
+        Ok(())
+    }
+
+    /// Large weights and budgets (as byte counts are).
+    fn large_instance() -> impl Strategy<Value = (Vec<Vec<Item>>, u64)> {
+        let item = (0u64..400_000, 0u32..1000).prop_map(|(w, c)| Item {
+            weight: w,
+            cost: c as f64 / 7.0,
+        });
+        (
+            prop::collection::vec(prop::collection::vec(item, 1..6), 1..6),
+            512u64..1_200_000,
+        )
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn equals_brute_force_with_large_weights((classes, budget) in large_instance()) {
+            check(&classes, budget)?;
+        }
+
         #[test]
         fn equals_brute_force_and_respects_budget((classes, budget) in instance()) {
             let brute = brute_force(&classes, budget);

@@ -24,9 +24,10 @@ pub struct PreloadConfig {
     pub budget_bytes: u64,
     /// The knapsack counts the budget in units of this many bytes, each
     /// app's P_i(s) rounded up (so the real budget is never exceeded). The
-    /// solver is exact on that instance; 64 KiB keeps it in tens of µs for
-    /// 60 apps (README, `cargo bench -p appflow-core`), at a rounding cost of
-    /// under 64 KiB per app.
+    /// solver is exact on that instance. 256 KiB keeps 60 apps × 13 options
+    /// in tens of µs where finer units can take milliseconds on degenerate
+    /// instances (README, `cargo bench -p appflow-core`); the rounding costs
+    /// under 256 KiB of budget per app.
     pub budget_unit_bytes: u64,
     /// Number of power-of-two cutoffs from 4 KiB (12 → 4 KiB … 8 MiB).
     pub cutoff_count: usize,
@@ -46,7 +47,7 @@ impl Default for PreloadConfig {
     fn default() -> Self {
         Self {
             budget_bytes: 100 * MIB,
-            budget_unit_bytes: 64 * KIB,
+            budget_unit_bytes: 256 * KIB,
             cutoff_count: 12,
             max_read_bytes: 2 * MIB,
             hot_segment_bytes: 128 * KIB,
