@@ -284,7 +284,6 @@ pub fn launch_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{ByteRange, LaunchObservation, ObservedFile};
     use crate::storage::CurvePoint;
 
     fn curve() -> ThroughputCurve {
@@ -302,35 +301,7 @@ mod tests {
     }
 
     fn app(name: &str, small: usize, large: usize) -> LaunchProfile {
-        let mut files = Vec::new();
-        for i in 0..small {
-            files.push(ObservedFile {
-                path: format!("/{name}/s{i}"),
-                size_bytes: 16 * KIB,
-                first_access_us: i as u64,
-                ranges: vec![ByteRange {
-                    start: 0,
-                    end: 16 * KIB,
-                }],
-            });
-        }
-        for i in 0..large {
-            files.push(ObservedFile {
-                path: format!("/{name}/L{i}"),
-                size_bytes: 64 * MIB,
-                first_access_us: 1000 + i as u64,
-                ranges: vec![ByteRange {
-                    start: 0,
-                    end: 8 * MIB,
-                }],
-            });
-        }
-        let mut p = LaunchProfile::new(name);
-        p.merge_launch(&LaunchObservation {
-            files,
-            ..Default::default()
-        });
-        p
+        crate::profile::synthetic(name, small, large, 0)
     }
 
     #[test]

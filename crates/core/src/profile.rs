@@ -369,6 +369,32 @@ impl LaunchProfile {
     }
 }
 
+/// A synthetic profile for tests and examples: `small` files of 16 KiB read
+/// whole, then `large` files of 64 MiB of which the first 8 MiB is read,
+/// with the given relaunch footprint.
+pub fn synthetic(name: &str, small: usize, large: usize, relaunch_bytes: u64) -> LaunchProfile {
+    let (kib, mib) = (crate::KIB, crate::MIB);
+    let file = |path: String, size_bytes: u64, first_access_us: u64, end: u64| ObservedFile {
+        path,
+        size_bytes,
+        first_access_us,
+        ranges: vec![ByteRange { start: 0, end }],
+    };
+    let files = (0..small)
+        .map(|i| file(format!("/{name}/s{i}"), 16 * kib, i as u64, 16 * kib))
+        .chain(
+            (0..large).map(|i| file(format!("/{name}/L{i}"), 64 * mib, 1000 + i as u64, 8 * mib)),
+        )
+        .collect();
+    let mut p = LaunchProfile::new(name);
+    p.merge_launch(&LaunchObservation {
+        files,
+        footprint_after_launch_bytes: relaunch_bytes,
+        ..Default::default()
+    });
+    p
+}
+
 /// Widens a range to whole pages.
 pub fn page_align(r: ByteRange) -> ByteRange {
     let p = crate::PAGE_BYTES;

@@ -992,40 +992,10 @@ impl Scheduler {
 mod tests {
     use super::*;
     use appflow_core::mechanism::{Call, Recorder};
-    use appflow_core::profile::{ByteRange, LaunchObservation, ObservedFile};
     use appflow_core::MIB;
 
     fn profile(name: &str, small: usize, large: usize, relaunch_mib: u64) -> LaunchProfile {
-        let mut files = Vec::new();
-        for i in 0..small {
-            files.push(ObservedFile {
-                path: format!("/{name}/s{i}"),
-                size_bytes: 16 * KIB,
-                first_access_us: i as u64,
-                ranges: vec![ByteRange {
-                    start: 0,
-                    end: 16 * KIB,
-                }],
-            });
-        }
-        for i in 0..large {
-            files.push(ObservedFile {
-                path: format!("/{name}/L{i}"),
-                size_bytes: 64 * MIB,
-                first_access_us: 1000 + i as u64,
-                ranges: vec![ByteRange {
-                    start: 0,
-                    end: 8 * MIB,
-                }],
-            });
-        }
-        let mut p = LaunchProfile::new(name);
-        p.merge_launch(&LaunchObservation {
-            files,
-            footprint_after_launch_bytes: relaunch_mib * MIB,
-            ..Default::default()
-        });
-        p
+        appflow_core::profile::synthetic(name, small, large, relaunch_mib * MIB)
     }
 
     fn sched(cfg: Config) -> Scheduler {
