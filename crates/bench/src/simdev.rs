@@ -22,10 +22,11 @@ use std::path::Path;
 /// files hold at most 31 pages).
 const SIM_SMALL_MAX_BYTES: u64 = 124 * 1024;
 
-/// zram compression cost on the testbed host, ms per MiB: calibrated so the
-/// simulator's `android` row matches the testbed's `stock` p50 on the
-/// default run (1 ms/MiB ≈ 1 GB/s, lzo-rle on one x86 core; a phone's is
-/// 12.5, seed 001's < 80 MB/s). Any value ≤ 1 is within 5 % of stock.
+/// zram compression cost on the testbed host, ms per MiB (1 ms/MiB ≈ 1 GB/s,
+/// lzo-rle on one x86 core; a phone's is 12.5, seed 001's < 80 MB/s).
+/// Checked against the testbed's `stock` p50 on the default run: with the
+/// phone's costs the simulator's `android` row is 2.6× stock, with these
+/// +12 %; lower costs gain at most 3 % (the rest is the read time).
 pub const HOST_ANON_ZRAM_MS_PER_MIB: f64 = 1.0;
 /// Cost of dropping clean file pages on the host, ms per MiB (a fifth of
 /// the anonymous cost, seed 000 §4.3).
@@ -136,8 +137,8 @@ pub fn sim_device_toml(o: &BenchOptions, measured: &Measured) -> String {
     );
     let _ = writeln!(
         t,
-        "# Reclaim CPU costs of this host (x86, zram lzo-rle), not a phone's (12.5 / 2.5):\n\
-         # calibrated to the stock row of the default run (docs/bench.md); the 5:1 ratio is\n\
+        "# Reclaim CPU costs of this host (x86, zram lzo-rle), not a phone's (12.5 / 2.5),\n\
+         # checked against the stock row of the default run (docs/bench.md); the 5:1 ratio is\n\
          # seed 000 §4.3 (anonymous page writes 5x slower than dropping file pages).\n\
          anon_zram_ms_per_mib = {HOST_ANON_ZRAM_MS_PER_MIB}\n\
          file_drop_ms_per_mib = {HOST_FILE_DROP_MS_PER_MIB}"
@@ -148,34 +149,20 @@ pub fn sim_device_toml(o: &BenchOptions, measured: &Measured) -> String {
         "preload_budget_mib = {}  # M_p at this scale",
         mib(d.preload_budget_bytes)
     );
-    let _ = writeln!(t, "\n[device.storage]  # blkio throttle on every leaf");
-    let usable: Vec<&(u64, f64)> = measured
-        .calibration
-        .iter()
-        .filter(|(b, v)| *b > 0 && v.is_finite() && *v > 0.0)
-        .collect();
-    if usable.is_empty() {
-        let _ = writeln!(t, "read_mib_per_sec = {}", mib(p.read_bps));
-        let _ = writeln!(t, "read_iops = {}", p.read_iops);
-    } else {
+    let _ = writeln!(t, "\n[device.storage]  # the blkio throttle on every leaf");
+    let _ = writeln!(t, "read_mib_per_sec = {}", mib(p.read_bps));
+    let _ = writeln!(t, "read_iops = {}", p.read_iops);
+    if !measured.calibration.is_empty() {
+        // Recorded, not used: the short calibration reads vary from run to
+        // run by up to 1.7x at 128 KiB (blk-throttle's first-slice burst).
         let _ = writeln!(
             t,
-            "# measured in the domain (O_DIRECT, random offsets) under the caps of {} MiB/s and\n\
-             # {} IOPS; blk-throttle lets a first slice through, so large blocks exceed the cap",
-            p.read_bps / MIB,
-            p.read_iops
+            "# measured in the domain by this run (O_DIRECT, random offsets; not used: short\n\
+             # reads vary between runs because blk-throttle lets a first slice through):"
         );
-        let pts: Vec<String> = usable
-            .iter()
-            .map(|(b, v)| {
-                format!(
-                    "{{ block_kib = {}, mib_per_sec = {:.1} }}",
-                    b / 1024,
-                    v / MIB as f64
-                )
-            })
-            .collect();
-        let _ = writeln!(t, "points = [\n  {},\n]", pts.join(",\n  "));
+        for (b, bps) in &measured.calibration {
+            let _ = writeln!(t, "#   {:>5} KiB  {:.1} MiB/s", b / 1024, bps / MIB as f64);
+        }
     }
     // Apps at the run's scale.
     let mut synthetic: Vec<(&str, AppClass)> = Vec::new();
@@ -367,14 +354,13 @@ mod tests {
         };
         let text = sim_device_toml(&o, &m);
         assert!(text.contains("zram_ratio = 2.50"), "{text}");
-        assert!(text.contains("block_kib = 512"), "{text}");
+        assert!(text.contains("  512 KiB  777.2 MiB/s"), "{text}");
         let f = appflow_sim::devfile::parse(&text, "e").unwrap();
         let d = appflow_sim::devfile::device(&f, "e").unwrap();
         assert_eq!(d.device.zram_ratio, 2.5);
-        // The measured curve replaces the caps.
+        // The measured curve is recorded; the caps stay the curve.
         let c = &d.device.read_curve;
-        assert!((c.throughput(4096) - 13.0e6).abs() < 0.1e6);
-        assert!((c.throughput(512 << 10) - 815.0e6).abs() < 0.1e6);
+        assert!((c.throughput(4096) - 3000.0 * 4096.0).abs() < 1.0);
         assert_eq!(d.device.anon_zram_ms_per_mib, HOST_ANON_ZRAM_MS_PER_MIB);
         // Pool cap 384 MiB × 2.5 = 960 MiB > 512 MiB disk: the disk binds.
         assert_eq!(d.device.zram_disksize_bytes, 512 * MIB);
