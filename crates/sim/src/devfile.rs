@@ -229,8 +229,11 @@ pub fn parse(text: &str, file: &str) -> Result<DeviceFile, InputError> {
         let span = e
             .span()
             .map(|s| {
-                let line = text[..s.start.min(text.len())].lines().count().max(1);
-                format!(" (line {line})")
+                // The line (with its key) names the field for type errors.
+                let at = s.start.min(text.len());
+                let line = text[..at].matches('\n').count() + 1;
+                let src = text.lines().nth(line - 1).unwrap_or("").trim();
+                format!(" (line {line}: `{src}`)")
             })
             .unwrap_or_default();
         InputError::new(format!("{file}{span}: {}", e.message().trim()))
@@ -765,7 +768,7 @@ use_ms = 0
         let e = dev_err(&GOOD.replace("dram_mib = 1024\n", ""));
         assert!(e.contains("dev.toml") && e.contains("dram_mib"), "{e}");
         let e = dev_err(&GOOD.replace("dram_mib = 1024", "dram_mib = \"lots\""));
-        assert!(e.contains("dev.toml") && e.contains("line"), "{e}");
+        assert!(e.contains("dev.toml (line 5: `dram_mib"), "{e}");
         let e = dev_err(&GOOD.replace("zram_ratio = 3.0", "zram_ratio = 3.0\nzram_raito = 2.0"));
         assert!(e.contains("zram_raito"), "{e}");
         let e = dev_err(&GOOD.replace("reserved_mib = 0", "reserved_mib = 2048"));
@@ -798,6 +801,43 @@ use_ms = 0
             "[[app]]\nname = \"x\"\nclass = \"gb\"\nanon_mib = 1\nfile_mib = 1\ncpu_init_ms = 1\n",
         );
         assert!(e.contains("[device]"), "{e}");
+    }
+
+    #[test]
+    fn a_run_from_a_device_file_is_deterministic() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct W {
+            #[command(flatten)]
+            a: crate::cli::SimArgs,
+        }
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("dev.toml");
+        std::fs::write(&f, GOOD).unwrap();
+        let run = |extra: &[&str]| {
+            let mut argv = vec![
+                "sim",
+                "--device-file",
+                f.to_str().unwrap(),
+                "--format",
+                "json",
+            ];
+            argv.extend_from_slice(extra);
+            let a = W::parse_from(argv).a;
+            let (cat, setup) = crate::cli::catalogue_of(&a).unwrap();
+            let r = crate::cli::simulate_with(&a, &cat, &setup).unwrap();
+            serde_json::to_string(&r).unwrap()
+        };
+        let args = ["--workload", "high", "--policy", "android,appflow"];
+        let (x, y) = (run(&args), run(&args));
+        assert_eq!(x, y);
+        assert!(x.contains("\"device\":\"testbed\""), "{x}");
+        // The file's apps replace the catalogue: the target is llm.
+        assert!(x.contains("\"app\":\"llm\""), "{x}");
+        // --apps-file with the built-in device is refused without [[app]].
+        let e = W::parse_from(["sim", "--apps-file", "/nonexistent.toml"]).a;
+        let e = crate::cli::catalogue_of(&e).unwrap_err().to_string();
+        assert!(e.contains("/nonexistent.toml"), "{e}");
     }
 
     #[test]
