@@ -27,8 +27,6 @@ pub enum Reason {
     ReclaimRebalanceTimeout = 106,
     /// A launch is in progress: protected ranges are held.
     ReclaimLaunchProtect = 107,
-    /// Memory recovered above M_F with margin during rebalancing.
-    ReclaimMemoryRecovered = 108,
 
     // --- killer (2xx) ---
     /// Killed: highest net freed memory ΔM among non-recent background apps.
@@ -83,7 +81,6 @@ impl Reason {
             ReclaimBalanced => "reclaim_balanced",
             ReclaimRebalanceTimeout => "reclaim_rebalance_timeout",
             ReclaimLaunchProtect => "reclaim_launch_protect",
-            ReclaimMemoryRecovered => "reclaim_memory_recovered",
             KillHighestNetFreed => "kill_highest_net_freed",
             KillRecentLastResort => "kill_recent_last_resort",
             KillNotNeeded => "kill_not_needed",
