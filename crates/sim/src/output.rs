@@ -25,6 +25,40 @@ pub struct PaperFigure {
     pub text: &'static str,
 }
 
+/// Fig. 17 (§6.5.1) rows shown for both the `high` and the `multitask` ablation.
+const FIG17_AMR_COLD_RELAUNCHES: PaperFigure = rel(
+    "Fig. 17 §6.5.1",
+    "cold_relaunches",
+    "appflow-amr",
+    "android",
+    -60.0,
+    "AMR alone: cold launches −60 %",
+);
+const FIG17_SFP_COLD_RELAUNCHES: PaperFigure = rel(
+    "Fig. 17 §6.5.1",
+    "cold_relaunches",
+    "appflow-sfp",
+    "android",
+    30.0,
+    "SFP alone: cold launches +30 %",
+);
+const FIG17_CPK_COLD_RELAUNCHES: PaperFigure = rel(
+    "Fig. 17 §6.5.1",
+    "cold_relaunches",
+    "appflow-cpk",
+    "android",
+    -30.0,
+    "CPK alone: cold launches −30 %",
+);
+const FIG17_SURVIVORS: PaperFigure = rel(
+    "Fig. 17 §6.5.1",
+    "survivors",
+    "appflow",
+    "android",
+    85.0,
+    "full AppFlow: 1.85× more background apps",
+);
+
 const fn rel(
     source: &'static str,
     metric: &'static str,
@@ -132,14 +166,7 @@ pub fn paper_figures(device: &str, workload: &str) -> Vec<PaperFigure> {
                 -14.7,
                 "AMR alone: latency −14.7 %",
             ));
-            v.push(rel(
-                "Fig. 17 §6.5.1",
-                "cold_relaunches",
-                "appflow-amr",
-                "android",
-                -60.0,
-                "AMR alone: cold launches −60 %",
-            ));
+            v.push(FIG17_AMR_COLD_RELAUNCHES);
             v.push(rel(
                 "Fig. 17 §6.5.1",
                 "cold_mean",
@@ -148,22 +175,8 @@ pub fn paper_figures(device: &str, workload: &str) -> Vec<PaperFigure> {
                 -26.1,
                 "SFP alone: latency −26.1 %",
             ));
-            v.push(rel(
-                "Fig. 17 §6.5.1",
-                "cold_relaunches",
-                "appflow-sfp",
-                "android",
-                30.0,
-                "SFP alone: cold launches +30 %",
-            ));
-            v.push(rel(
-                "Fig. 17 §6.5.1",
-                "cold_relaunches",
-                "appflow-cpk",
-                "android",
-                -30.0,
-                "CPK alone: cold launches −30 %",
-            ));
+            v.push(FIG17_SFP_COLD_RELAUNCHES);
+            v.push(FIG17_CPK_COLD_RELAUNCHES);
             v.push(rel(
                 "Fig. 17 §6.5.1",
                 "cold_mean",
@@ -172,14 +185,7 @@ pub fn paper_figures(device: &str, workload: &str) -> Vec<PaperFigure> {
                 -40.8,
                 "full AppFlow: latency −40.8 %",
             ));
-            v.push(rel(
-                "Fig. 17 §6.5.1",
-                "survivors",
-                "appflow",
-                "android",
-                85.0,
-                "full AppFlow: 1.85× more background apps",
-            ));
+            v.push(FIG17_SURVIVORS);
         }
     }
     if workload == "multitask" {
@@ -236,38 +242,10 @@ pub fn paper_figures(device: &str, workload: &str) -> Vec<PaperFigure> {
             "AppFlow 42.8 % fewer cold launches than Paralfetch+Acclaim",
         ));
         if device == "pixel8-6gb" {
-            v.push(rel(
-                "Fig. 17 §6.5.1",
-                "cold_relaunches",
-                "appflow-amr",
-                "android",
-                -60.0,
-                "AMR alone: cold launches −60 %",
-            ));
-            v.push(rel(
-                "Fig. 17 §6.5.1",
-                "cold_relaunches",
-                "appflow-sfp",
-                "android",
-                30.0,
-                "SFP alone: cold launches +30 %",
-            ));
-            v.push(rel(
-                "Fig. 17 §6.5.1",
-                "cold_relaunches",
-                "appflow-cpk",
-                "android",
-                -30.0,
-                "CPK alone: cold launches −30 %",
-            ));
-            v.push(rel(
-                "Fig. 17 §6.5.1",
-                "survivors",
-                "appflow",
-                "android",
-                85.0,
-                "full AppFlow: 1.85× more background apps",
-            ));
+            v.push(FIG17_AMR_COLD_RELAUNCHES);
+            v.push(FIG17_SFP_COLD_RELAUNCHES);
+            v.push(FIG17_CPK_COLD_RELAUNCHES);
+            v.push(FIG17_SURVIVORS);
         }
     }
     if workload == "trace" {
