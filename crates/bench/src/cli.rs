@@ -37,9 +37,9 @@ pub struct BenchArgs {
     /// Target app(s) of low/medium/high, comma-separated (default: the first GB-scale app).
     #[arg(long, value_delimiter = ',')]
     pub target: Vec<String>,
-    /// Policies, comma-separated (default: all): stock, appflow, appflow-sfp,
-    /// appflow-amr, appflow-cpk, preload-all, prefetch, lru-killer, oracle.
-    #[arg(long, value_delimiter = ',')]
+    /// Policies, comma-separated (default: every policy a stock kernel can
+    /// run, then oracle).
+    #[arg(long, value_delimiter = ',', long_help = policies_help())]
     pub policies: Vec<String>,
     /// Repetitions of each policy (interleaved across policies).
     #[arg(long, default_value_t = 3)]
@@ -187,16 +187,11 @@ pub fn options(a: &BenchArgs) -> Result<BenchOptions> {
         })
         .collect::<Result<Vec<_>>>()?;
     let policies: Vec<Policy> = if a.policies.is_empty() {
-        policy::ALL.to_vec()
+        policy::all()
     } else {
         a.policies
             .iter()
-            .map(|s| {
-                Policy::parse(s).ok_or_else(|| {
-                    let names: Vec<&str> = policy::ALL.iter().map(|p| p.name()).collect();
-                    input(format!("unknown policy {s:?}; known: {}", names.join(", ")))
-                })
-            })
+            .map(|s| Policy::parse(s).map_err(input))
             .collect::<Result<_>>()?
     };
     if a.reps == 0 {
@@ -960,6 +955,13 @@ fn measure_all(
     Ok((reports, all))
 }
 
+fn policies_help() -> String {
+    format!(
+        "Policies, comma-separated (default: every policy a stock kernel can run, then oracle).\n{}\noracle: the same launch with its files cached and no background load (the floor)",
+        appflow_core::policy::help_text()
+    )
+}
+
 /// Runs `appflow bench`.
 pub fn run(a: BenchArgs) -> Result<()> {
     if a.cleanup {
@@ -1117,7 +1119,7 @@ mod tests {
         assert!(e.to_string().contains("phone-6gb"), "{e}");
         assert!(is_input(e));
         let a = BenchArgs {
-            policies: vec!["android".into()],
+            policies: vec!["acclaim".into()],
             ..BenchArgs::default()
         };
         assert!(is_input(options(&a).unwrap_err()));
@@ -1151,7 +1153,7 @@ mod tests {
     fn defaults_and_quick() {
         let o = options(&BenchArgs::default()).unwrap();
         assert_eq!(o.targets, vec!["llm".to_string()]);
-        assert_eq!(o.policies.len(), policy::ALL.len());
+        assert_eq!(o.policies.len(), policy::all().len());
         assert_eq!(o.scenarios, vec![Scenario::High]);
         let q = options(&BenchArgs {
             quick: true,
@@ -1162,7 +1164,11 @@ mod tests {
         assert_eq!(q.scenarios, vec![Scenario::Low]);
         assert_eq!(
             q.policies,
-            vec![Policy::Stock, Policy::Appflow, Policy::Oracle]
+            vec![
+                Policy::named("stock"),
+                Policy::named("appflow"),
+                Policy::Oracle
+            ]
         );
     }
 }

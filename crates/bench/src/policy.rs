@@ -3,6 +3,7 @@
 //! socket and SIGTERM: contracts B, C and E).
 
 use anyhow::{bail, Context, Result};
+use appflow_core::policy::{self as core_policy, Policy as CorePolicy};
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -11,81 +12,70 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A policy of the comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// A row of the comparison: a registered policy (`appflow_core::policy`),
+/// or the `oracle` floor (the same launch with its files cached and no
+/// background load), which is a testbed measurement, not a policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
-    /// The stock kernel, no daemon (memcg reclaim + the kernel OOM killer by oom_score_adj).
-    Stock,
-    /// AppFlow: all three modules.
-    Appflow,
-    /// Only the Selective File Preloader.
-    AppflowSfp,
-    /// Only the Adaptive Memory Reclaimer.
-    AppflowAmr,
-    /// Only the Context-Aware Process Killer.
-    AppflowCpk,
-    /// Every profiled file kept resident (preload strategy keep-all).
-    PreloadAll,
-    /// Whole profile streamed at launch (Paralfetch/iorap-like, strategy whole-profile).
-    Prefetch,
-    /// Killer only, lmkd-like LRU order.
-    LruKiller,
+    /// A policy of the core's registry.
+    Run(&'static CorePolicy),
     /// The floor: files already cached, no background load.
     Oracle,
 }
 
-/// Every policy, in report order.
-pub const ALL: &[Policy] = &[
-    Policy::Stock,
-    Policy::Appflow,
-    Policy::AppflowSfp,
-    Policy::AppflowAmr,
-    Policy::AppflowCpk,
-    Policy::PreloadAll,
-    Policy::Prefetch,
-    Policy::LruKiller,
-    Policy::Oracle,
-];
+impl Serialize for Policy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// Every row the testbed can run by default, in report order: each
+/// registered policy a stock kernel can run, then the oracle.
+pub fn all() -> Vec<Policy> {
+    core_policy::REGISTRY
+        .iter()
+        .filter(|p| p.needs_kernel_change().is_none())
+        .map(|p| Policy::Run(p))
+        .chain(std::iter::once(Policy::Oracle))
+        .collect()
+}
 
 impl Policy {
+    /// A registered policy by name or alias, or `oracle`; the error lists
+    /// the valid names, and says why a kernel-patch policy cannot run here.
+    pub fn parse(s: &str) -> std::result::Result<Policy, String> {
+        if s == "oracle" {
+            return Ok(Policy::Oracle);
+        }
+        let p = core_policy::lookup(s).map_err(|e| format!("{e}, oracle"))?;
+        match p.needs_kernel_change() {
+            Some(why) => Err(format!("{why}: the testbed runs a stock kernel")),
+            None => Ok(Policy::Run(p)),
+        }
+    }
+
+    /// A registered policy by its name (panics on a name not registered:
+    /// for names written in this crate).
+    pub fn named(name: &str) -> Policy {
+        Policy::parse(name).expect("a registered policy")
+    }
+
     /// Its name on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
-            Policy::Stock => "stock",
-            Policy::Appflow => "appflow",
-            Policy::AppflowSfp => "appflow-sfp",
-            Policy::AppflowAmr => "appflow-amr",
-            Policy::AppflowCpk => "appflow-cpk",
-            Policy::PreloadAll => "preload-all",
-            Policy::Prefetch => "prefetch",
-            Policy::LruKiller => "lru-killer",
+            Policy::Run(p) => p.name,
             Policy::Oracle => "oracle",
         }
     }
 
-    /// Parses a name.
-    pub fn parse(s: &str) -> Option<Policy> {
-        ALL.iter().copied().find(|p| p.name() == s)
-    }
-
-    /// True when the policy runs the daemon.
+    /// True when the policy runs the daemon (anything but stock and oracle).
     pub fn needs_daemon(self) -> bool {
-        !matches!(self, Policy::Stock | Policy::Oracle)
+        matches!(self, Policy::Run(p) if !p.is_stock())
     }
 
-    /// (preload, reclaim, killer) enabled, and strategies.
-    fn modules(self) -> (bool, bool, bool, &'static str, &'static str) {
-        match self {
-            Policy::Appflow => (true, true, true, "selective", "net-freed"),
-            Policy::AppflowSfp => (true, false, false, "selective", "net-freed"),
-            Policy::AppflowAmr => (false, true, false, "selective", "net-freed"),
-            Policy::AppflowCpk => (false, false, true, "selective", "net-freed"),
-            Policy::PreloadAll => (true, false, false, "keep-all", "net-freed"),
-            Policy::Prefetch => (true, false, false, "whole-profile", "net-freed"),
-            Policy::LruKiller => (false, false, true, "selective", "lru"),
-            Policy::Stock | Policy::Oracle => (false, false, false, "selective", "net-freed"),
-        }
+    /// True for the stock kernel row.
+    pub fn is_stock(self) -> bool {
+        matches!(self, Policy::Run(p) if p.is_stock())
     }
 }
 
@@ -122,16 +112,14 @@ impl DaemonSetup {
 
     /// The daemon config (contract B) for `policy`.
     pub fn config(&self, p: Policy, trace_file: &Path) -> String {
-        let (pre, rec, kil, strategy, kstrategy) = p.modules();
         let q = |p: &Path| toml_str(&p.to_string_lossy());
         let mut s = format!(
             "# Generated by appflow bench for policy {name}.\n\
-             [daemon]\nsocket = {sock}\nstate_dir = {state}\ntrace_file = {trace}\n\n\
+             [daemon]\npolicy = {name_q}\nsocket = {sock}\nstate_dir = {state}\ntrace_file = {trace}\n\n\
              [domain]\nkind = \"cgroup\"\nmemory_cgroup = {mem}\nblkio_cgroup = {blk}\n\n\
-             [preload]\nenabled = {pre}\nstrategy = \"{strategy}\"\nbudget_bytes = {budget}\n\n\
-             [reclaim]\nenabled = {rec}\n\n\
-             [killer]\nenabled = {kil}\nstrategy = \"{kstrategy}\"\n",
+             [preload]\nbudget_bytes = {budget}\n",
             name = p.name(),
+            name_q = toml_str(p.name()),
             sock = q(&self.socket()),
             state = q(&self.state_dir()),
             trace = q(trace_file),
@@ -311,16 +299,20 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for p in ALL {
-            assert_eq!(Policy::parse(p.name()), Some(*p));
+        for p in all() {
+            assert_eq!(Policy::parse(p.name()), Ok(p));
         }
-        assert!(Policy::parse("android").is_none());
-        assert!(!Policy::Stock.needs_daemon() && !Policy::Oracle.needs_daemon());
-        assert!(Policy::LruKiller.needs_daemon());
+        assert_eq!(Policy::parse("android"), Ok(Policy::named("stock")));
+        assert!(Policy::parse("acclaim")
+            .unwrap_err()
+            .contains("stock kernel"));
+        assert!(Policy::parse("nope").unwrap_err().contains("oracle"));
+        assert!(!Policy::named("stock").needs_daemon() && !Policy::Oracle.needs_daemon());
+        assert!(Policy::named("lru-killer").needs_daemon());
     }
 
     #[test]
-    fn config_enables_only_the_module_asked() {
+    fn config_names_the_policy() {
         let s = DaemonSetup {
             binary: "/x/appflow".into(),
             dir: "/run/appflow-bench".into(),
@@ -333,25 +325,12 @@ mod tests {
             )],
         };
         let t: toml::Table = s
-            .config(Policy::AppflowAmr, Path::new("/t.json"))
+            .config(Policy::named("appflow-amr"), Path::new("/t.json"))
             .parse()
             .unwrap();
-        assert_eq!(t["preload"]["enabled"].as_bool(), Some(false));
-        assert_eq!(t["reclaim"]["enabled"].as_bool(), Some(true));
-        assert_eq!(t["killer"]["enabled"].as_bool(), Some(false));
+        assert_eq!(t["daemon"]["policy"].as_str(), Some("appflow-amr"));
         assert_eq!(t["domain"]["kind"].as_str(), Some("cgroup"));
         assert_eq!(t["preload"]["budget_bytes"].as_integer(), Some(1000));
         assert_eq!(t["app"][0]["name"].as_str(), Some("llm"));
-        let t: toml::Table = s
-            .config(Policy::LruKiller, Path::new("/t.json"))
-            .parse()
-            .unwrap();
-        assert_eq!(t["killer"]["strategy"].as_str(), Some("lru"));
-        assert_eq!(t["killer"]["enabled"].as_bool(), Some(true));
-        let t: toml::Table = s
-            .config(Policy::Prefetch, Path::new("/t.json"))
-            .parse()
-            .unwrap();
-        assert_eq!(t["preload"]["strategy"].as_str(), Some("whole-profile"));
     }
 }

@@ -332,9 +332,9 @@ mod tests {
     #[test]
     fn report_has_oracle_row_ratios_and_stats() {
         let ms = vec![
-            m(Policy::Stock, 0, 2000.0, LaunchKind::Cold),
+            m(Policy::named("stock"), 0, 2000.0, LaunchKind::Cold),
             m(Policy::Oracle, 0, 500.0, LaunchKind::Oracle),
-            m(Policy::Stock, 1, 3000.0, LaunchKind::Cold),
+            m(Policy::named("stock"), 1, 3000.0, LaunchKind::Cold),
             m(Policy::Oracle, 1, 600.0, LaunchKind::Oracle),
         ];
         let mut skipped = BTreeMap::new();
@@ -342,7 +342,11 @@ mod tests {
         let r = build(
             "phone-6gb",
             Scenario::High,
-            &[Policy::Stock, Policy::Appflow, Policy::Oracle],
+            &[
+                Policy::named("stock"),
+                Policy::named("appflow"),
+                Policy::Oracle,
+            ],
             &ms,
             &skipped,
             BTreeMap::new(),
@@ -368,12 +372,12 @@ mod tests {
 
     #[test]
     fn multitask_counts_cold_relaunches_only() {
-        let mut a = m(Policy::Stock, 0, 900.0, LaunchKind::ColdRelaunch);
+        let mut a = m(Policy::named("stock"), 0, 900.0, LaunchKind::ColdRelaunch);
         a.launches.push(rec("chat", 50.0, LaunchKind::Switch));
         let r = build(
             "d",
             Scenario::Multitask,
-            &[Policy::Stock],
+            &[Policy::named("stock")],
             &[a],
             &BTreeMap::new(),
             BTreeMap::new(),

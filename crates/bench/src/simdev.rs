@@ -259,7 +259,7 @@ pub fn sim_device_toml(o: &BenchOptions, measured: &Measured) -> String {
 pub fn stock_zram_ratio(ms: &[crate::run::Measurement]) -> Option<f64> {
     let mut r: Vec<f64> = ms
         .iter()
-        .filter(|m| m.policy == crate::policy::Policy::Stock && m.zram.1 >= MIB)
+        .filter(|m| m.policy.is_stock() && m.zram.1 >= MIB)
         .map(|m| m.zram.0 as f64 / m.zram.1 as f64)
         .filter(|x| x.is_finite() && *x >= 1.0)
         .collect();

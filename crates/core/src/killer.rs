@@ -235,6 +235,20 @@ pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reas
     }
 }
 
+/// Whether a last-resort kill (only recently used apps left) is allowed:
+/// memory low, what is used mostly anonymous, and anonymous reclaim at its
+/// capacity (swap nearly full, or none). The kernel is then about to run
+/// out; a memory stall alone (PSI) is not enough, since reclaim still has
+/// somewhere to put pages (seed 000 §4.3: reclaim capacity limits).
+pub fn last_resort_allowed(cfg: &KillerConfig, p: &PressureState) -> bool {
+    let low = (p.avail_bytes as f64) < cfg.trigger_avail_fraction * p.total_bytes as f64;
+    let used = (p.anon_bytes + p.file_bytes).max(1) as f64;
+    let anon_bound = p.anon_bytes as f64 / used > cfg.trigger_anon_share;
+    let swap_full = p.swap_total_bytes == 0
+        || (p.swap_free_bytes as f64) < cfg.trigger_swap_free_fraction * p.swap_total_bytes as f64;
+    low && anon_bound && swap_full
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

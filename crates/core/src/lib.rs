@@ -8,7 +8,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`profile`] | versioned launch profiles and their merge across launches (§3.1 of SPEC) |
+//! | [`profile`] | versioned launch profiles and their merge across launches (docs/recording.md) |
 //! | [`storage`] | read throughput as a function of I/O block size (seed 000 Fig. 6) |
 //! | [`cutoff`] | per-app candidate cutoffs s with P_i(s) and the streaming time of the rest (seed 000 §4.1) |
 //! | [`knapsack`] | exact multiple-choice knapsack choosing one cutoff per app under the budget M_p |
@@ -16,6 +16,8 @@
 //! | [`reclaim`] | Adaptive Memory Reclaimer mode controller (seed 000 Algorithm 1) |
 //! | [`killer`] | Context-Aware Process Killer ranking by ΔM with recency deferment (seed 000 §4.3) |
 //! | [`mechanism`] | the traits the policies drive (preload, reclaim, kill) and a recording fake |
+//! | [`policy`] | the policy registry: every policy by name, composing the strategies |
+//! | [`scheduler`] | the whole decision loop as one pure type, driven by the daemon and the simulator |
 //! | [`reason`] | stable, numbered reason codes used in logs and metrics |
 //! | [`report`] | the JSON result contract shared by `sim`, `bench` and the daemon |
 
@@ -23,11 +25,13 @@ pub mod cutoff;
 pub mod killer;
 pub mod knapsack;
 pub mod mechanism;
+pub mod policy;
 pub mod preload;
 pub mod profile;
 pub mod reason;
 pub mod reclaim;
 pub mod report;
+pub mod scheduler;
 pub mod storage;
 
 /// One kibibyte in bytes.
@@ -77,4 +81,17 @@ impl InputError {
     pub fn new(msg: impl Into<String>) -> Self {
         Self(msg.into())
     }
+}
+
+/// Whether `name` is usable as an app name: in the configuration, in
+/// events, and as a profile file name (`<name>.json`). One rule for all:
+/// 1-200 characters of letters, digits, `-`, `_`, `.` and `+`, not starting
+/// with `.` (no hidden files, no `.`/`..`).
+pub fn valid_app_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 200
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
 }

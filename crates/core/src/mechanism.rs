@@ -6,6 +6,7 @@
 use crate::preload::FileSpan;
 use crate::reason::Reason;
 use crate::reclaim::ReclaimMode;
+use crate::scheduler::ProcId;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -45,6 +46,8 @@ pub trait PreloadMechanism {
     fn load(&mut self, app: &str, spans: &[FileSpan], hold: Hold) -> Result<u64, MechError>;
     /// Stops holding everything held for `app`.
     fn release(&mut self, app: &str) -> Result<(), MechError>;
+    /// Stops holding `app`'s spans of one kind only (the pages stay cached).
+    fn release_hold(&mut self, app: &str, hold: Hold) -> Result<(), MechError>;
     /// Bytes currently held, all apps.
     fn held_bytes(&self) -> u64;
 }
@@ -68,8 +71,10 @@ pub struct KillOutcome {
 
 /// Kills processes.
 pub trait KillMechanism {
-    /// Kills `pid` for `reason`.
-    fn kill(&mut self, pid: u32, reason: Reason) -> Result<KillOutcome, MechError>;
+    /// Kills the process instance `id` for `reason`. An implementation acts
+    /// only when the process with that PID still has that start time (a
+    /// pidfd taken when it was seen), never on a reused PID.
+    fn kill(&mut self, id: ProcId, reason: Reason) -> Result<KillOutcome, MechError>;
 }
 
 /// One recorded call on a fake.
@@ -84,6 +89,8 @@ pub enum Call {
     },
     /// `release`.
     Release { app: String },
+    /// `release_hold`.
+    ReleaseHold { app: String, hold: Hold },
     /// `apply_mode`.
     Mode(ReclaimMode),
     /// `page_out_anon`.
@@ -121,6 +128,13 @@ impl PreloadMechanism for Recorder {
         self.calls.push(Call::Release { app: app.into() });
         Ok(())
     }
+    fn release_hold(&mut self, app: &str, hold: Hold) -> Result<(), MechError> {
+        self.calls.push(Call::ReleaseHold {
+            app: app.into(),
+            hold,
+        });
+        Ok(())
+    }
     fn held_bytes(&self) -> u64 {
         self.held.values().sum()
     }
@@ -152,7 +166,8 @@ impl ReclaimMechanism for Recorder {
 }
 
 impl KillMechanism for Recorder {
-    fn kill(&mut self, pid: u32, reason: Reason) -> Result<KillOutcome, MechError> {
+    fn kill(&mut self, id: ProcId, reason: Reason) -> Result<KillOutcome, MechError> {
+        let pid = id.pid;
         if self.vanished.contains(&pid) {
             return Err(MechError::Vanished(pid));
         }

@@ -41,6 +41,9 @@ pub enum Reason {
     KillWaitingForMemory = 204,
     /// Killed by the stock (lmkd-like) order: highest adj, then least recently used.
     KillLruByAdj = 205,
+    /// No kill: only recently used apps remain and the domain is not about
+    /// to run out (swap has room or anonymous memory is not dominant).
+    KillDeferredRecent = 206,
     /// Excluded: foreground app.
     ExcludedForeground = 210,
     /// Excluded: protected or system process.
@@ -87,6 +90,7 @@ impl Reason {
             KillNoCandidate => "kill_no_candidate",
             KillWaitingForMemory => "kill_waiting_for_memory",
             KillLruByAdj => "kill_lru_by_adj",
+            KillDeferredRecent => "kill_deferred_recent",
             ExcludedForeground => "excluded_foreground",
             ExcludedProtected => "excluded_protected",
             ExcludedSelf => "excluded_self",

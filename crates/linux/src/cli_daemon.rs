@@ -133,19 +133,19 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
     if a.check_config {
         // The domain must exist too; nothing is changed.
         crate::daemon::run::open_domain(&cfg)?;
+        let sc = cfg.scheduler_config();
         println!(
-            "config OK: domain {:?}{}, preload {} ({}), reclaim {}, killer {} ({:?}), {} declared apps",
+            "config OK: policy {}, domain {:?}{}, preload {:?}, reclaim {}, killer {:?}, {} declared apps",
+            sc.policy.name,
             cfg.domain.kind,
             if cfg.domain.memory_cgroup.as_os_str().is_empty() {
                 String::new()
             } else {
                 format!(" {}", cfg.domain.memory_cgroup.display())
             },
-            on(cfg.preload.enabled),
-            cfg.preload.strategy.name(),
-            on(cfg.reclaim.enabled),
-            on(cfg.killer.enabled),
-            cfg.killer.strategy,
+            sc.preload_strategy(),
+            on(sc.reclaim_active()),
+            sc.killer_strategy(),
             cfg.apps.len()
         );
         return Ok(());

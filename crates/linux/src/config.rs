@@ -13,6 +13,7 @@
 use appflow_core::killer::KillerConfig;
 use appflow_core::preload::PreloadConfig;
 use appflow_core::reclaim::ReclaimConfig;
+use appflow_core::scheduler::SchedulerConfig;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -83,12 +84,20 @@ pub struct DaemonSection {
     pub metrics_file: PathBuf,
     /// Optional Chrome/Perfetto JSON trace of decisions ("" = none).
     pub trace_file: PathBuf,
+    /// Optional JSON-lines log of every record the scheduler was given
+    /// (ticks and events), replayable through the simulator's driver ("" = none).
+    pub record_file: PathBuf,
     /// Re-scan the domain's processes this often, ms.
     pub scan_interval_ms: u64,
     /// A launch whose `launched` event never comes is ended after this long, ms.
     pub launch_timeout_ms: u64,
     /// Root of the proc file system (tests point it elsewhere).
     pub proc_root: PathBuf,
+    /// The registered policy to run (`appflow sim --help` lists them all;
+    /// policies that change the kernel itself run in the simulator only).
+    pub policy: String,
+    /// Apps neither declared (`[[app]]`) nor profiled that `notify` may add.
+    pub max_undeclared_apps: usize,
 }
 
 impl Default for DaemonSection {
@@ -100,9 +109,12 @@ impl Default for DaemonSection {
             tick_ms: 100,
             metrics_file: PathBuf::new(),
             trace_file: PathBuf::new(),
+            record_file: PathBuf::new(),
             scan_interval_ms: 1000,
             launch_timeout_ms: 30_000,
             proc_root: PathBuf::from("/proc"),
+            policy: "appflow".into(),
+            max_undeclared_apps: 256,
         }
     }
 }
@@ -130,38 +142,12 @@ pub struct DomainSection {
     pub blkio_cgroup: PathBuf,
 }
 
-/// How the preloader uses the profiles.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum PreloadStrategy {
-    /// AppFlow SFP: knapsack cutoffs, standby small files, stream large ones at launch.
-    #[default]
-    Selective,
-    /// Paralfetch/iorap-like baseline: stream the whole profile at launch.
-    WholeProfile,
-    /// Baseline: every profiled file kept resident, no budget.
-    KeepAll,
-}
-
-impl PreloadStrategy {
-    /// Stable name.
-    pub fn name(self) -> &'static str {
-        match self {
-            PreloadStrategy::Selective => "selective",
-            PreloadStrategy::WholeProfile => "whole-profile",
-            PreloadStrategy::KeepAll => "keep-all",
-        }
-    }
-}
-
 /// `[preload]`: the daemon's switches plus every `PreloadConfig` field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "toml::Table")]
 pub struct PreloadSection {
-    /// Run the preloader.
+    /// Run the preloader (when the policy has one).
     pub enabled: bool,
-    /// "selective" | "whole-profile" | "keep-all".
-    pub strategy: PreloadStrategy,
     /// The core's preloader parameters (budget M_p, cutoffs, read size, touch interval).
     #[serde(flatten)]
     pub core: PreloadConfig,
@@ -171,7 +157,6 @@ impl Default for PreloadSection {
     fn default() -> Self {
         Self {
             enabled: true,
-            strategy: PreloadStrategy::Selective,
             core: PreloadConfig::default(),
         }
     }
@@ -181,7 +166,7 @@ impl Default for PreloadSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "toml::Table")]
 pub struct ReclaimSection {
-    /// Run the reclaimer.
+    /// Run the reclaimer (when the policy has one).
     pub enabled: bool,
     /// In efficiency-first, also drop (POSIX_FADV_DONTNEED) cold unprotected
     /// files of background apps' profiles.
@@ -201,25 +186,12 @@ impl Default for ReclaimSection {
     }
 }
 
-/// Killer order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum KillerStrategy {
-    /// AppFlow CPK: highest net freed memory ΔM, recent apps deferred.
-    #[default]
-    NetFreed,
-    /// lmkd-like: highest oom_score_adj, then least recently used.
-    Lru,
-}
-
 /// `[killer]`: the daemon's switches plus every `KillerConfig` field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "toml::Table")]
 pub struct KillerSection {
-    /// Run the killer.
+    /// Run the killer (when the policy has one).
     pub enabled: bool,
-    /// "net-freed" | "lru".
-    pub strategy: KillerStrategy,
     /// Process names (comm) never killed.
     pub protected: Vec<String>,
     /// Freeze the victim (v1 freezer) before killing it, where available.
@@ -233,7 +205,6 @@ impl Default for KillerSection {
     fn default() -> Self {
         Self {
             enabled: true,
-            strategy: KillerStrategy::NetFreed,
             protected: vec!["systemd".into(), "sshd".into()],
             freeze_first: false,
             core: KillerConfig::default(),
@@ -282,7 +253,6 @@ impl TryFrom<toml::Table> for PreloadSection {
         let d = Self::default();
         Ok(Self {
             enabled: take(&mut t, "preload", "enabled", d.enabled)?,
-            strategy: take(&mut t, "preload", "strategy", d.strategy)?,
             core: core_part(t, "preload")?,
         })
     }
@@ -306,7 +276,6 @@ impl TryFrom<toml::Table> for KillerSection {
         let d = Self::default();
         Ok(Self {
             enabled: take(&mut t, "killer", "enabled", d.enabled)?,
-            strategy: take(&mut t, "killer", "strategy", d.strategy)?,
             protected: take(&mut t, "killer", "protected", d.protected)?,
             freeze_first: take(&mut t, "killer", "freeze_first", d.freeze_first)?,
             core: core_part(t, "killer")?,
@@ -314,16 +283,7 @@ impl TryFrom<toml::Table> for KillerSection {
     }
 }
 
-/// Is `name` usable as an app name (and profile file name)?
-pub fn valid_app_name(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && name.len() <= 200
-        && !name.contains('/')
-        && !name.contains('\0')
-        && !name.chars().any(char::is_control)
-}
+pub use appflow_core::valid_app_name;
 
 impl Config {
     /// Parses and validates TOML text; `origin` names the source in errors.
@@ -368,6 +328,14 @@ impl Config {
         }
         if d.launch_timeout_ms == 0 {
             return bad("daemon.launch_timeout_ms", "must be > 0");
+        }
+        match appflow_core::policy::lookup(&d.policy) {
+            Ok(p) => {
+                if let Some(why) = p.needs_kernel_change() {
+                    return Err(("daemon.policy".into(), why));
+                }
+            }
+            Err(e) => return Err(("daemon.policy".into(), e.to_string())),
         }
         match self.domain.kind {
             DomainKind::Cgroup if self.domain.memory_cgroup.as_os_str().is_empty() => {
@@ -443,9 +411,33 @@ impl Config {
         Ok(())
     }
 
-    /// Whether the reclaim/kill tick needs the per-process scan at all.
-    pub fn needs_process_scan(&self) -> bool {
-        self.killer.enabled || self.reclaim.enabled || !self.apps.is_empty()
+    /// The registered policy (validated).
+    pub fn policy(&self) -> &'static appflow_core::policy::Policy {
+        appflow_core::policy::lookup(&self.daemon.policy)
+            .unwrap_or(&appflow_core::policy::REGISTRY[0])
+    }
+
+    /// The scheduler's configuration: the policy and the modules' parameters,
+    /// without any path.
+    pub fn scheduler_config(&self) -> SchedulerConfig {
+        SchedulerConfig {
+            policy: self.policy(),
+            preload: self.preload.core.clone(),
+            reclaim: self.reclaim.core.clone(),
+            killer: self.killer.core.clone(),
+            preload_enabled: self.preload.enabled,
+            reclaim_enabled: self.reclaim.enabled,
+            killer_enabled: self.killer.enabled,
+            drop_cold_files: self.reclaim.drop_cold_files,
+            protected_comms: self.killer.protected.clone(),
+            launch_timeout_ms: self.daemon.launch_timeout_ms,
+            max_undeclared_apps: self.daemon.max_undeclared_apps,
+        }
+    }
+
+    /// Whether the preloader runs (a worker is needed).
+    pub fn preload_active(&self) -> bool {
+        self.scheduler_config().preload_strategy() != appflow_core::policy::PreloadStrategy::None
     }
 }
 
@@ -486,14 +478,13 @@ mod tests {
     #[test]
     fn section_fields_merge_with_core_fields() {
         let c = Config::from_toml(
-            "[preload]\nstrategy = \"whole-profile\"\nbudget_bytes = 1024\n\
-             [killer]\nstrategy = \"lru\"\nsettle_ms = 9\n[reclaim]\nenabled = false\n",
+            "[daemon]\npolicy = \"paralfetch\"\n[preload]\nbudget_bytes = 1024\n\
+             [killer]\nsettle_ms = 9\n[reclaim]\nenabled = false\n",
             "<t>",
         )
         .unwrap();
-        assert_eq!(c.preload.strategy, PreloadStrategy::WholeProfile);
+        assert_eq!(c.policy().name, "prefetch");
         assert_eq!(c.preload.core.budget_bytes, 1024);
-        assert_eq!(c.killer.strategy, KillerStrategy::Lru);
         assert_eq!(c.killer.core.settle_ms, 9);
         assert!(!c.reclaim.enabled);
     }
@@ -504,7 +495,9 @@ mod tests {
             ("[daemon]\ntick_ms = 0\n", "daemon.tick_ms"),
             ("[daemon]\nbogus = 1\n", "bogus"),
             ("[preload]\nbogus_bytes = 1\n", "bogus_bytes"),
-            ("[preload]\nstrategy = \"fast\"\n", "preload.strategy"),
+            ("[preload]\nstrategy = \"fast\"\n", "strategy"),
+            ("[daemon]\npolicy = \"fast\"\n", "daemon.policy"),
+            ("[daemon]\npolicy = \"acclaim\"\n", "daemon.policy"),
             ("[killer]\nprotected = 3\n", "killer.protected"),
             (
                 "[reclaim]\nlow_memory_fraction = 2.0\n",
@@ -529,5 +522,6 @@ mod tests {
         assert!(!valid_app_name(""));
         assert!(!valid_app_name(".."));
         assert!(!valid_app_name("a/b"));
+        assert!(!valid_app_name(".x"));
     }
 }

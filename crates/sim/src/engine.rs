@@ -911,8 +911,11 @@ impl<'a> Sim<'a> {
             Killer::Cpk => killer::choose_victim(&self.cfg.killer, self.now_us / 1000, &cands),
         };
         if let Some(v) = d.victim {
-            let pid = cands[v].pid;
-            let _ = self.kill(pid, d.reason);
+            let id = appflow_core::scheduler::ProcId {
+                pid: cands[v].pid,
+                start_time: 0,
+            };
+            let _ = self.kill(id, d.reason);
             let a = idx[v];
             self.kill_log.push((self.now_us, a, d.reason));
         }
@@ -1743,6 +1746,10 @@ impl PreloadMechanism for Sim<'_> {
         Ok(())
     }
 
+    fn release_hold(&mut self, app: &str, _hold: Hold) -> Result<(), MechError> {
+        self.release(app)
+    }
+
     fn held_bytes(&self) -> u64 {
         self.preload_held_pages() * PAGE_BYTES
     }
@@ -1785,7 +1792,12 @@ impl ReclaimMechanism for Sim<'_> {
 }
 
 impl KillMechanism for Sim<'_> {
-    fn kill(&mut self, pid: u32, reason: Reason) -> Result<KillOutcome, MechError> {
+    fn kill(
+        &mut self,
+        id: appflow_core::scheduler::ProcId,
+        reason: Reason,
+    ) -> Result<KillOutcome, MechError> {
+        let pid = id.pid;
         let a = self
             .st
             .iter()

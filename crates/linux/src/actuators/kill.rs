@@ -7,6 +7,7 @@
 
 use appflow_core::mechanism::{KillMechanism, KillOutcome, MechError};
 use appflow_core::reason::Reason;
+use appflow_core::scheduler::ProcId;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -80,13 +81,15 @@ impl LiveKiller {
 }
 
 impl KillMechanism for LiveKiller {
-    fn kill(&mut self, pid: u32, reason: Reason) -> Result<KillOutcome, MechError> {
-        let Some(&expected) = self.identity.get(&pid) else {
+    fn kill(&mut self, id: ProcId, reason: Reason) -> Result<KillOutcome, MechError> {
+        let pid = id.pid;
+        let expected = id.start_time;
+        if self.identity.get(&pid) != Some(&expected) {
             return Err(MechError::Failed {
                 what: format!("kill {pid}"),
-                detail: "not a ranked candidate (no recorded identity); refused".into(),
+                detail: "not a scanned process with this start time; refused".into(),
             });
-        };
+        }
         if self.dry_run {
             tracing::info!(pid, reason = %reason, code = reason.code(), "dry-run: would kill");
             return Ok(KillOutcome { reaped: false });

@@ -582,19 +582,6 @@ impl WorkerClient {
             })
     }
 
-    /// Releases only one kind of hold of `app`.
-    pub fn release_hold(&mut self, app: &str, hold: Hold) -> Result<(), MechError> {
-        self.held.remove(&(app.to_string(), hold == Hold::Protect));
-        if self.dry_run {
-            tracing::info!(app, ?hold, "dry-run: would release");
-            return Ok(());
-        }
-        self.send(&WorkerCmd::Release {
-            app: app.into(),
-            hold: Some(hold),
-        })
-    }
-
     /// Tells the worker to quit and waits for it (up to 2 s, then kills it).
     pub fn shutdown(&mut self) {
         if self.stdin.is_some() {
@@ -667,6 +654,18 @@ impl PreloadMechanism for WorkerClient {
         self.send(&WorkerCmd::Release {
             app: app.into(),
             hold: None,
+        })
+    }
+
+    fn release_hold(&mut self, app: &str, hold: Hold) -> Result<(), MechError> {
+        self.held.remove(&(app.to_string(), hold == Hold::Protect));
+        if self.dry_run {
+            tracing::info!(app, ?hold, "dry-run: would release");
+            return Ok(());
+        }
+        self.send(&WorkerCmd::Release {
+            app: app.into(),
+            hold: Some(hold),
         })
     }
 

@@ -3,11 +3,10 @@
 //! Chrome/Perfetto JSON trace (`trace_file`: mode spans, launch spans, kill
 //! instants, domain memory counters) that opens in ui.perfetto.dev.
 
-use super::{DomainSample, EventKind};
-use appflow_core::reason::Reason;
+use super::{Decision, DomainSample, Mark};
 use appflow_core::reclaim::ReclaimMode;
+use appflow_core::scheduler::Stats;
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Bucket upper bounds of the loop histograms, seconds.
@@ -72,71 +71,17 @@ impl Histogram {
     }
 }
 
-/// The daemon's counters and gauges.
+/// The daemon's counters: the scheduler's own, and the live loop's.
 #[derive(Debug, Clone, Default)]
 pub struct Metrics {
-    /// Mode switches by (from, to).
-    pub mode_switches: BTreeMap<(&'static str, &'static str), u64>,
-    /// Reclaim ticks by reason (code, name).
-    pub reclaim_reasons: BTreeMap<(u16, &'static str), u64>,
-    /// Kills by reason (code, name).
-    pub kills: BTreeMap<(u16, &'static str), u64>,
-    /// Footprint of killed apps, bytes.
-    pub killed_bytes: u64,
-    /// Notifications by event.
-    pub events: BTreeMap<&'static str, u64>,
-    /// Anonymous bytes the kernel accepted for page-out.
-    pub reclaimed_anon_bytes: u64,
-    /// Files dropped from the page cache (efficiency-first, drop_cold_files).
-    pub dropped_files: u64,
-    /// Bytes queued for standby (touch) holds.
-    pub preload_queued_bytes_touch: u64,
-    /// Bytes queued for launch (protect) streams.
-    pub preload_queued_bytes_protect: u64,
-    /// Σ P_i(s_i) of the current plan.
-    pub plan_bytes: u64,
-    /// Plans solved.
-    pub plans_solved: u64,
+    /// What the scheduler did (a copy of its counters).
+    pub sched: Stats,
     /// Lateness of the tick start against its schedule.
     pub loop_jitter: Histogram,
     /// Work time of a tick.
     pub loop_work: Histogram,
     /// Requests refused on the socket (malformed, unauthorised).
     pub socket_errors: u64,
-}
-
-impl Metrics {
-    /// Counts a notification.
-    pub fn count_event(&mut self, e: EventKind) {
-        *self.events.entry(e.name()).or_default() += 1;
-    }
-
-    /// Counts a reclaim tick's reason.
-    pub fn count_reclaim_reason(&mut self, r: Reason) {
-        *self
-            .reclaim_reasons
-            .entry((r.code(), r.name()))
-            .or_default() += 1;
-    }
-
-    /// Counts a mode switch.
-    pub fn count_switch(&mut self, from: ReclaimMode, to: ReclaimMode) {
-        *self
-            .mode_switches
-            .entry((from.name(), to.name()))
-            .or_default() += 1;
-    }
-
-    /// All mode switches.
-    pub fn switches_total(&self) -> u64 {
-        self.mode_switches.values().sum()
-    }
-
-    /// Counts a kill.
-    pub fn count_kill(&mut self, r: Reason, footprint_bytes: u64) {
-        *self.kills.entry((r.code(), r.name())).or_default() += 1;
-        self.killed_bytes += footprint_bytes;
-    }
 }
 
 /// Live values that are not counters of the scheduler (filled by the runtime).
@@ -191,14 +136,14 @@ pub fn render(m: &Metrics, g: &Gauges) -> String {
         );
     }
     let _ = writeln!(o, "# HELP appflow_mode_switches_total Reclaim mode switches.\n# TYPE appflow_mode_switches_total counter");
-    for ((f, t), n) in &m.mode_switches {
+    for ((f, t), n) in &m.sched.mode_switches {
         let _ = writeln!(
             o,
             "appflow_mode_switches_total{{from=\"{f}\",to=\"{t}\"}} {n}"
         );
     }
     let _ = writeln!(o, "# HELP appflow_reclaim_ticks_total Reclaim ticks by reason.\n# TYPE appflow_reclaim_ticks_total counter");
-    for ((code, name), n) in &m.reclaim_reasons {
+    for ((code, name), n) in &m.sched.reclaim_reasons {
         let _ = writeln!(
             o,
             "appflow_reclaim_ticks_total{{reason=\"{name}\",code=\"{code}\"}} {n}"
@@ -208,7 +153,7 @@ pub fn render(m: &Metrics, g: &Gauges) -> String {
     let _ = writeln!(
         o,
         "appflow_reclaimed_bytes_total{{type=\"anon\"}} {}",
-        m.reclaimed_anon_bytes
+        m.sched.reclaimed_anon_bytes
     );
     let _ = writeln!(
         o,
@@ -216,27 +161,27 @@ pub fn render(m: &Metrics, g: &Gauges) -> String {
         g.dropped_bytes
     );
     let _ = writeln!(o, "# HELP appflow_kills_total Processes (apps) killed, by reason.\n# TYPE appflow_kills_total counter");
-    for ((code, name), n) in &m.kills {
+    for ((code, name), n) in &m.sched.kills {
         let _ = writeln!(
             o,
             "appflow_kills_total{{reason=\"{name}\",code=\"{code}\"}} {n}"
         );
     }
-    let _ = writeln!(o, "# HELP appflow_killed_bytes_total Footprint of killed apps.\n# TYPE appflow_killed_bytes_total counter\nappflow_killed_bytes_total {}", m.killed_bytes);
+    let _ = writeln!(o, "# HELP appflow_killed_bytes_total Footprint of killed apps.\n# TYPE appflow_killed_bytes_total counter\nappflow_killed_bytes_total {}", m.sched.killed_bytes);
     let _ = writeln!(o, "# HELP appflow_notifications_total Notifications received.\n# TYPE appflow_notifications_total counter");
-    for (e, n) in &m.events {
+    for (e, n) in &m.sched.events {
         let _ = writeln!(o, "appflow_notifications_total{{event=\"{e}\"}} {n}");
     }
     let _ = writeln!(o, "# HELP appflow_preload_queued_bytes_total Bytes queued to the preload worker, by hold.\n# TYPE appflow_preload_queued_bytes_total counter");
     let _ = writeln!(
         o,
         "appflow_preload_queued_bytes_total{{hold=\"touch\"}} {}",
-        m.preload_queued_bytes_touch
+        m.sched.preload_queued_bytes_touch
     );
     let _ = writeln!(
         o,
         "appflow_preload_queued_bytes_total{{hold=\"protect\"}} {}",
-        m.preload_queued_bytes_protect
+        m.sched.preload_queued_bytes_protect
     );
     let _ = writeln!(o, "# HELP appflow_preload_read_bytes_total Bytes read by the preload worker, by cause.\n# TYPE appflow_preload_read_bytes_total counter");
     let _ = writeln!(
@@ -271,9 +216,9 @@ pub fn render(m: &Metrics, g: &Gauges) -> String {
         &mut o,
         "appflow_preload_plan_bytes",
         "Sum of P_i(s_i) of the cutoff plan.",
-        m.plan_bytes as f64,
+        m.sched.plan_bytes as f64,
     );
-    let _ = writeln!(o, "# HELP appflow_cutoff_plans_total Cutoff plans solved.\n# TYPE appflow_cutoff_plans_total counter\nappflow_cutoff_plans_total {}", m.plans_solved);
+    let _ = writeln!(o, "# HELP appflow_cutoff_plans_total Cutoff plans solved.\n# TYPE appflow_cutoff_plans_total counter\nappflow_cutoff_plans_total {}", m.sched.plans_solved);
     if let Some(s) = g.sample {
         gauge(
             &mut o,
@@ -431,6 +376,21 @@ impl Trace {
             "args":{"pid":pid,"net_freed_bytes":net_freed_bytes}}));
     }
 
+    /// A decision of the scheduler, on the timeline when it carries a mark.
+    pub fn decision(&mut self, d: &Decision) {
+        match &d.mark {
+            Some(Mark::ModeSwitch { from, to }) => self.mode_switch(*from, *to, d.at_ms),
+            Some(Mark::LaunchBegin { app }) => self.launch_begin(app, d.at_ms),
+            Some(Mark::LaunchEnd { app }) => self.launch_end(app, d.at_ms),
+            Some(Mark::Kill {
+                app,
+                pid,
+                net_freed_bytes,
+            }) => self.kill(app, *pid, *net_freed_bytes, d.at_ms),
+            None => {}
+        }
+    }
+
     /// Domain memory counters (at most once a second).
     pub fn counters(&mut self, s: &DomainSample, alloc_pages: u64) {
         if !self.enabled || self.last_counter_ms.is_some_and(|t| s.now_ms < t + 1000) {
@@ -459,6 +419,7 @@ impl Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use appflow_core::reason::Reason;
 
     #[test]
     fn histogram_quantiles_and_text() {
@@ -472,8 +433,9 @@ mod tests {
             loop_jitter: h,
             ..Default::default()
         };
-        m.count_switch(ReclaimMode::Normal, ReclaimMode::EfficiencyFirst);
-        m.count_kill(Reason::KillHighestNetFreed, 10);
+        m.sched
+            .count_switch(ReclaimMode::Normal, ReclaimMode::EfficiencyFirst);
+        m.sched.count_kill(Reason::KillHighestNetFreed, 10);
         let text = render(&m, &Gauges::default());
         assert!(
             text.contains("appflow_loop_jitter_seconds_bucket{le=\"0.05\"} 50"),

@@ -9,8 +9,8 @@
 //! /proc, plus comm/exe/cmdline of new pids) runs every `scan_interval_ms`.
 //! Requests from the socket are served between ticks on the loop thread.
 
-use super::metrics::{self, Gauges};
-use super::{DomainSample, ProcInfo, Scheduler};
+use super::metrics::{self, Gauges, Metrics, Trace};
+use super::{Decision, DomainSample, Mechs, ProcId, ProcInfo, Record, Scheduler};
 use crate::actuators::kill::LiveKiller;
 use crate::actuators::preload::{WorkerClient, WorkerPlacement};
 use crate::actuators::reclaim::{LiveReclaim, SwappinessTarget};
@@ -268,14 +268,20 @@ impl Scanner {
                 );
             }
         }
-        // Notified pids and their descendants (through the parent chain).
+        // Announced processes and their descendants (through the parent
+        // chain), matched by instance (pid and start time), never by number.
         let app_of = |pid: u32| -> Option<String> {
             let mut p = pid;
             for _ in 0..16 {
-                if let Some(a) = sched.app_of_notified_pid(p) {
+                let e = self.cache.get(&p)?;
+                let id = ProcId {
+                    pid: p,
+                    start_time: e.start_time,
+                };
+                if let Some(a) = sched.app_of_announced(id) {
                     return Some(a.to_string());
                 }
-                p = self.cache.get(&p)?.ppid;
+                p = e.ppid;
                 if p <= 1 {
                     return None;
                 }
@@ -310,6 +316,33 @@ impl Scanner {
             });
         }
         out
+    }
+}
+
+/// `pid` and its ancestors up to (not including) PID 1.
+fn ancestors(proc_root: &Path, pid: u32) -> Vec<u32> {
+    let mut out = vec![pid];
+    let mut p = pid;
+    while let Ok(pp) = readers::read_ppid(proc_root, p) {
+        if pp <= 1 || out.contains(&pp) || out.len() > 64 {
+            break;
+        }
+        out.push(pp);
+        p = pp;
+    }
+    out
+}
+
+/// Logs a scheduler decision at its level.
+fn log_decision(d: &Decision) {
+    let reason = d.reason.map(|r| r.to_string()).unwrap_or_default();
+    match d.kind {
+        "kill" if d.mark.is_some() => {
+            tracing::warn!(reason = %reason, kind = d.kind, "{}", d.detail)
+        }
+        "error" => tracing::warn!(kind = d.kind, "{}", d.detail),
+        "event" => tracing::debug!(kind = d.kind, "{}", d.detail),
+        _ => tracing::info!(reason = %reason, kind = d.kind, "{}", d.detail),
     }
 }
 
@@ -374,6 +407,11 @@ pub struct Runtime {
     cfg: Config,
     domain: Domain,
     sched: Scheduler,
+    metrics: Metrics,
+    trace: Trace,
+    record_log: Option<std::io::BufWriter<std::fs::File>>,
+    /// Apps killed by the last record (their processes leave the list).
+    killed_apps: Vec<String>,
     reclaim: LiveReclaim,
     killer: LiveKiller,
     worker: WorkerClient,
@@ -474,12 +512,14 @@ impl Runtime {
             cfg.preload.core.touch_interval_ms.to_string(),
         ]);
         let worker_spawn = (worker_cmd.program.clone(), worker_args, placement);
-        let worker = if cfg.preload.enabled && !dry {
+        let worker = if cfg.preload_active() && !dry {
             WorkerClient::spawn(&worker_spawn.0, &worker_spawn.1, &worker_spawn.2)?
         } else {
             WorkerClient::dry_run()
         };
-        let mut self_pids = vec![std::process::id()];
+        // Never app processes: the daemon, its ancestors (a system domain
+        // holds them too), and below the worker.
+        let mut self_pids = ancestors(&proc_root, std::process::id());
         if let Some(p) = worker.pid() {
             self_pids.push(p);
             tracing::info!(
@@ -488,7 +528,20 @@ impl Runtime {
             );
         }
         let curve = load_curve(&cfg.daemon.state_dir);
-        let sched = Scheduler::new(cfg.clone(), curve, &self_pids);
+        let declared: Vec<String> = cfg.apps.iter().map(|a| a.name.clone()).collect();
+        let sched = Scheduler::new(cfg.scheduler_config(), curve, &declared, &self_pids);
+        let trace = Trace::new(!cfg.daemon.trace_file.as_os_str().is_empty());
+        let record_log = if cfg.daemon.record_file.as_os_str().is_empty() || dry {
+            None
+        } else {
+            let f = std::fs::File::create(&cfg.daemon.record_file).map_err(|e| {
+                anyhow::anyhow!(
+                    "daemon.record_file {}: {e}",
+                    cfg.daemon.record_file.display()
+                )
+            })?;
+            Some(std::io::BufWriter::new(f))
+        };
         let (tx, rx) = mpsc::channel();
         let server = ControlServer::bind(&cfg.daemon.socket, tx)?;
         let scanner = Scanner {
@@ -501,6 +554,10 @@ impl Runtime {
             cfg,
             domain,
             sched,
+            metrics: Metrics::default(),
+            trace,
+            record_log,
+            killed_apps: Vec::new(),
             reclaim,
             killer,
             worker,
@@ -562,7 +619,7 @@ impl Runtime {
     /// killer: it holds the mlocked launch files), at most every 5 s. Its
     /// holds are gone with it; the standby set is queued again.
     fn respawn_worker_if_dead(&mut self) {
-        if !self.cfg.preload.enabled || self.cfg.daemon.dry_run || self.worker.stats().alive {
+        if !self.cfg.preload_active() || self.cfg.daemon.dry_run || self.worker.stats().alive {
             return;
         }
         if self
@@ -599,9 +656,6 @@ impl Runtime {
                 return;
             }
         };
-        self.sched
-            .preload_step(now, now_unix_ms(), &mut self.worker);
-        self.sched.reclaim_step(&s, &self.procs, &mut self.reclaim);
         if self.sched.kill_wanted(&s).is_ok() {
             // Fresh process list and footprints only when a kill is considered.
             self.scan(true);
@@ -611,11 +665,49 @@ impl Runtime {
                     .ok()
                     .map(|r| r.footprint_bytes());
             }
-            if let Some(app) = self.sched.kill_step(&s, &self.procs, &mut self.killer) {
-                self.procs
-                    .retain(|p| p.app.as_deref() != Some(app.as_str()));
+        }
+        let rec = Record::Tick {
+            sample: s,
+            now_unix_ms: now_unix_ms(),
+            procs: std::mem::take(&mut self.procs),
+        };
+        let _ = self.apply(&rec);
+        if let Record::Tick { procs, .. } = rec {
+            self.procs = procs;
+        }
+        self.trace.counters(&s, self.sched.last_alloc_pages);
+        let killed: Vec<String> = self.killed_apps.drain(..).collect();
+        self.procs
+            .retain(|p| p.app.as_ref().is_none_or(|a| !killed.contains(a)));
+    }
+
+    /// Applies one record to the scheduler with the live mechanisms, logs it
+    /// (when a record file is set) and handles the decisions it made.
+    fn apply(&mut self, rec: &Record) -> Result<String, super::EventError> {
+        if let Some(w) = self.record_log.as_mut() {
+            use std::io::Write;
+            let line = serde_json::to_string(rec).expect("records serialise");
+            if let Err(e) = writeln!(w, "{line}") {
+                tracing::warn!(error = %e, "record file not written; recording stops");
+                self.record_log = None;
             }
         }
+        let out = self.sched.apply(
+            rec,
+            Mechs {
+                preload: &mut self.worker,
+                reclaim: &mut self.reclaim,
+                kill: &mut self.killer,
+            },
+        );
+        for d in self.sched.take_decisions() {
+            log_decision(&d);
+            self.trace.decision(&d);
+            if let Some(super::Mark::Kill { app, .. }) = &d.mark {
+                self.killed_apps.push(app.clone());
+            }
+        }
+        out
     }
 
     fn gauges(&self) -> Gauges {
@@ -645,16 +737,18 @@ impl Runtime {
 
     fn metrics_text(&mut self) -> String {
         if let Some(s) = &self.server {
-            self.sched.metrics.socket_errors = s.errors.load(Ordering::Relaxed);
+            self.metrics.socket_errors = s.errors.load(Ordering::Relaxed);
         }
-        metrics::render(&self.sched.metrics, &self.gauges())
+        self.metrics.sched = self.sched.stats.clone();
+        metrics::render(&self.metrics, &self.gauges())
     }
 
     /// The `status` reply.
     pub fn status(&self) -> Value {
         let ws = self.worker.stats();
         let s = self.sched.last_sample.unwrap_or_default();
-        let m = &self.sched.metrics;
+        let m = &self.metrics;
+        let st = &self.sched.stats;
         let ms = |h: &metrics::Histogram, q: f64| (h.quantile(q) * 1e6).round() / 1e3;
         let apps: Vec<Value> = self
             .sched
@@ -688,6 +782,7 @@ impl Runtime {
             "pid": std::process::id(),
             "dry_run": self.cfg.daemon.dry_run,
             "uptime_ms": self.now_ms(),
+            "policy": self.sched.config().policy.name,
             "mode": self.sched.mode().name(),
             "domain": {
                 "kind": match &self.domain { Domain::System => "system".to_string(), Domain::Cgroup(c) => format!("cgroup {}", c.path.display()) },
@@ -700,10 +795,10 @@ impl Runtime {
                 "psi_some_avg10": s.psi_some_avg10,
             },
             "preload": {
-                "enabled": self.cfg.preload.enabled,
-                "strategy": self.cfg.preload.strategy.name(),
+                "enabled": self.cfg.preload_active(),
+                "strategy": self.cfg.scheduler_config().preload_strategy(),
                 "budget_bytes": self.cfg.preload.core.budget_bytes,
-                "plan_bytes": m.plan_bytes,
+                "plan_bytes": st.plan_bytes,
                 "standby_requested_bytes": self.sched.standby_bytes(),
                 "held_bytes": self.worker.held_bytes(),
                 "standby_bytes": ws.standby_bytes,
@@ -717,8 +812,8 @@ impl Runtime {
             "foreground": self.sched.foreground(),
             "apps": apps,
             "processes": self.procs.len(),
-            "kills": m.kills.values().sum::<u64>(),
-            "mode_switches": m.switches_total(),
+            "kills": st.kills_total(),
+            "mode_switches": st.switches_total(),
             "changed_settings": self.reclaim.journal().entries().iter().map(|e| json!({"path": e.path, "original": e.original})).collect::<Vec<_>>(),
             "features": self.features,
             "loop": {
@@ -728,7 +823,7 @@ impl Runtime {
                 "work_p50_ms": ms(&m.loop_work, 0.5),
                 "work_p99_ms": ms(&m.loop_work, 0.99),
             },
-            "decisions": self.sched.decisions.iter().rev().take(20).collect::<Vec<_>>(),
+            "decisions": self.sched.recent_decisions().rev().take(20).collect::<Vec<_>>(),
         })
     }
 
@@ -737,8 +832,25 @@ impl Runtime {
             Request::Status {} => self.status(),
             Request::Metrics {} => json!({"ok": true, "text": self.metrics_text()}),
             Request::Notify { event, app, pid } => {
-                let now = self.now_ms();
-                match self.sched.notify(event, &app, pid, now, &mut self.worker) {
+                let now_ms = self.now_ms();
+                let result = match pid {
+                    None => Ok(None),
+                    Some(p) => match read_start_time(&self.cfg.daemon.proc_root, p) {
+                        Some(start_time) => Ok(Some(ProcId { pid: p, start_time })),
+                        None if event == super::EventKind::Exit => Ok(None),
+                        None => Err(format!("pid {p} is not running")),
+                    },
+                }
+                .and_then(|proc_id| {
+                    let rec = Record::Event {
+                        now_ms,
+                        event,
+                        app,
+                        proc_id,
+                    };
+                    self.apply(&rec).map_err(|e| e.to_string())
+                });
+                match result {
                     Ok(msg) => {
                         if pid.is_some() {
                             // Recognise the announced process at once.
@@ -765,14 +877,12 @@ impl Runtime {
                 tracing::warn!(error = %e, file = %self.cfg.daemon.metrics_file.display(), "metrics file not written");
             }
         }
-        if self.sched.trace.enabled()
-            && (final_write || last_trace.elapsed() >= Duration::from_secs(10))
+        if self.trace.enabled() && (final_write || last_trace.elapsed() >= Duration::from_secs(10))
         {
             *last_trace = Instant::now();
-            if let Err(e) = write_atomic(
-                &self.cfg.daemon.trace_file,
-                self.sched.trace.to_json().as_bytes(),
-            ) {
+            if let Err(e) =
+                write_atomic(&self.cfg.daemon.trace_file, self.trace.to_json().as_bytes())
+            {
                 tracing::warn!(error = %e, file = %self.cfg.daemon.trace_file.display(), "trace file not written");
             }
         }
@@ -811,8 +921,7 @@ impl Runtime {
                 break;
             }
             let t0 = Instant::now();
-            self.sched
-                .metrics
+            self.metrics
                 .loop_jitter
                 .observe(t0.saturating_duration_since(scheduled).as_secs_f64());
             let now_ms = self.now_ms();
@@ -824,10 +933,7 @@ impl Runtime {
                 self.reload_profiles();
             }
             self.tick();
-            self.sched
-                .metrics
-                .loop_work
-                .observe(t0.elapsed().as_secs_f64());
+            self.metrics.loop_work.observe(t0.elapsed().as_secs_f64());
             if last_out.elapsed() >= Duration::from_secs(1) {
                 last_out = Instant::now();
                 self.write_outputs(false, &mut last_trace);

@@ -1,0 +1,15 @@
+//! Acclaim with Paralfetch-like prefetching, the strongest baseline of
+//! seed 000 §6.1 (simulator only: Acclaim is a kernel patch).
+
+use super::*;
+
+/// `acclaim+prefetch` (= `acclaim+paralfetch`).
+pub const POLICY: Policy = Policy {
+    name: "acclaim+prefetch",
+    aliases: &["acclaim+paralfetch", "paralfetch+acclaim", "prefetch+acclaim"],
+    summary: "Acclaim kernel reclaim plus whole-profile prefetch (simulator only)",
+    preload: PreloadStrategy::WholeProfile,
+    reclaim: ReclaimStrategy::Kernel,
+    killer: KillerStrategy::Kernel,
+    kernel: KernelVariant::Acclaim,
+};

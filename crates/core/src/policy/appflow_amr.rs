@@ -1,0 +1,14 @@
+//! AppFlow's Adaptive Memory Reclaimer alone (seed 000 §6.5.1 ablation).
+
+use super::*;
+
+/// `appflow-amr`.
+pub const POLICY: Policy = Policy {
+    name: "appflow-amr",
+    aliases: &[],
+    summary: "AppFlow's Adaptive Memory Reclaimer alone (seed 000 §6.5.1 ablation)",
+    preload: PreloadStrategy::None,
+    reclaim: ReclaimStrategy::Adaptive,
+    killer: KillerStrategy::Kernel,
+    kernel: KernelVariant::Stock,
+};

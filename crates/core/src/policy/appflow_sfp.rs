@@ -1,0 +1,14 @@
+//! AppFlow's Selective File Preloader alone (seed 000 §6.5.1 ablation).
+
+use super::*;
+
+/// `appflow-sfp`.
+pub const POLICY: Policy = Policy {
+    name: "appflow-sfp",
+    aliases: &[],
+    summary: "AppFlow's Selective File Preloader alone (seed 000 §6.5.1 ablation)",
+    preload: PreloadStrategy::Selective,
+    reclaim: ReclaimStrategy::Kernel,
+    killer: KillerStrategy::Kernel,
+    kernel: KernelVariant::Stock,
+};

@@ -1,0 +1,237 @@
+//! The policy registry: every policy the simulator, the testbed and the
+//! daemon can run, each one small file that composes a preload, a reclaim
+//! and a killer strategy, registered once in [`REGISTRY`] by name with its
+//! aliases.
+//!
+//! `appflow sim --policy`, `appflow bench --policies` and the daemon's
+//! `[daemon] policy` key all resolve names through [`lookup`]; their help
+//! texts list [`names`]. Adding a policy is one file in this folder plus one
+//! line in the `registry!` list below (docs/writing-a-policy.md).
+//!
+//! A strategy says *what* the scheduler ([`crate::scheduler`]) does; the
+//! kernel-level variants ([`KernelVariant`]) change the simulated kernel's
+//! own reclaim and exist only where a kernel can be changed (the simulator's
+//! kernel model).
+
+use crate::InputError;
+use serde::Serialize;
+
+/// What the preloader does with the launch profiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PreloadStrategy {
+    /// No preloading: apps read on demand.
+    None,
+    /// AppFlow's Selective File Preloader (seed 000 §4.1): knapsack cutoffs,
+    /// small files kept before launch, large files streamed at launch.
+    Selective,
+    /// Paralfetch / iorap-like baseline (seed 000 §6.1): the whole launch
+    /// profile streamed at launch in large reads, nothing kept before.
+    WholeProfile,
+    /// Every profiled range kept resident before launch, no budget.
+    KeepAll,
+}
+
+/// What the user-space reclaimer does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReclaimStrategy {
+    /// Nothing: the kernel's reclaim as it is.
+    Kernel,
+    /// AppFlow's Adaptive Memory Reclaimer (seed 000 §4.2, Algorithm 1).
+    Adaptive,
+}
+
+/// Who chooses the victim when memory runs out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KillerStrategy {
+    /// The platform's own killer: Android's lmkd in the simulator, the
+    /// kernel OOM killer on Linux. The scheduler kills nothing.
+    Kernel,
+    /// AppFlow's Context-Aware Process Killer (seed 000 §4.3): highest net
+    /// freed memory ΔM, recently used apps deferred.
+    NetFreed,
+    /// lmkd's order from user space: highest oom_score_adj, then least
+    /// recently used, on the same trigger as the Context-Aware killer.
+    Lru,
+}
+
+/// A change to the kernel's own reclaim (simulator kernel model only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KernelVariant {
+    /// The stock kernel.
+    Stock,
+    /// Acclaim (seed 000 §6.1 baseline): foreground-aware eviction and
+    /// larger kswapd batches, a kernel patch.
+    Acclaim,
+}
+
+/// A registered policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Policy {
+    /// Canonical name.
+    pub name: &'static str,
+    /// Other accepted names.
+    pub aliases: &'static [&'static str],
+    /// One line for help texts.
+    pub summary: &'static str,
+    /// Preloader.
+    pub preload: PreloadStrategy,
+    /// User-space reclaimer.
+    pub reclaim: ReclaimStrategy,
+    /// Killer.
+    pub killer: KillerStrategy,
+    /// Kernel reclaim variant.
+    pub kernel: KernelVariant,
+}
+
+impl Policy {
+    /// The AppFlow modules this policy has.
+    pub fn modules(&self) -> crate::Modules {
+        crate::Modules {
+            sfp: self.preload == PreloadStrategy::Selective,
+            amr: self.reclaim == ReclaimStrategy::Adaptive,
+            cpk: self.killer == KillerStrategy::NetFreed,
+        }
+    }
+
+    /// True when the scheduler has nothing to do (the stock system).
+    pub fn is_stock(&self) -> bool {
+        self.preload == PreloadStrategy::None
+            && self.reclaim == ReclaimStrategy::Kernel
+            && self.killer == KillerStrategy::Kernel
+            && self.kernel == KernelVariant::Stock
+    }
+
+    /// Why this policy cannot run on an unmodified kernel, if it cannot.
+    pub fn needs_kernel_change(&self) -> Option<String> {
+        match self.kernel {
+            KernelVariant::Stock => None,
+            KernelVariant::Acclaim => Some(format!(
+                "policy {:?} changes the kernel's own reclaim (a kernel patch); it runs in the simulator only",
+                self.name
+            )),
+        }
+    }
+}
+
+macro_rules! registry {
+    ($($module:ident),* $(,)?) => {
+        $(mod $module;)*
+        /// Every policy, in listing order.
+        pub static REGISTRY: &[&Policy] = &[$(&$module::POLICY),*];
+    };
+}
+
+// One line per policy.
+registry!(
+    stock,
+    prefetch,
+    acclaim,
+    acclaim_prefetch,
+    appflow,
+    appflow_sfp,
+    appflow_amr,
+    appflow_cpk,
+    preload_all,
+    lru_killer,
+);
+
+/// Canonical names, in listing order.
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|p| p.name).collect()
+}
+
+/// A help text listing every policy with its aliases and summary.
+pub fn help_text() -> String {
+    REGISTRY
+        .iter()
+        .map(|p| {
+            let aliases = if p.aliases.is_empty() {
+                String::new()
+            } else {
+                format!(" (= {})", p.aliases.join(", "))
+            };
+            format!("{}{aliases}: {}", p.name, p.summary)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Looks a policy up by name or alias; the error lists the valid names.
+pub fn lookup(name: &str) -> Result<&'static Policy, InputError> {
+    REGISTRY
+        .iter()
+        .copied()
+        .find(|p| p.name == name || p.aliases.contains(&name))
+        .ok_or_else(|| {
+            InputError::new(format!(
+                "unknown policy {name:?}; valid policies: {}",
+                names().join(", ")
+            ))
+        })
+}
+
+/// Parses a comma-separated list of names (no policy twice, not empty).
+pub fn parse_list(list: &str) -> Result<Vec<&'static Policy>, InputError> {
+    let mut out: Vec<&'static Policy> = Vec::new();
+    for n in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let p = lookup(n)?;
+        if out.iter().any(|q| q.name == p.name) {
+            return Err(InputError::new(format!(
+                "policy {:?} is listed twice",
+                p.name
+            )));
+        }
+        out.push(p);
+    }
+    if out.is_empty() {
+        return Err(InputError::new(format!(
+            "no policy given; valid policies: {}",
+            names().join(", ")
+        )));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn names_and_aliases_are_unique_and_resolve() {
+        let mut seen = BTreeSet::new();
+        for p in REGISTRY {
+            for n in std::iter::once(&p.name).chain(p.aliases) {
+                assert!(seen.insert(*n), "{n} registered twice");
+                assert_eq!(lookup(n).unwrap().name, p.name);
+            }
+        }
+        assert_eq!(lookup("android").unwrap().name, "stock");
+        assert_eq!(lookup("paralfetch").unwrap().name, "prefetch");
+        assert!(lookup("stock").unwrap().is_stock());
+        let e = lookup("nope").unwrap_err().to_string();
+        assert!(e.contains("\"nope\"") && e.contains("lru-killer"), "{e}");
+        assert!(parse_list("stock,android").is_err());
+        assert!(parse_list(" , ").is_err());
+    }
+
+    #[test]
+    fn ablations_have_one_module_and_appflow_all() {
+        for n in ["appflow-sfp", "appflow-amr", "appflow-cpk"] {
+            let m = lookup(n).unwrap().modules();
+            assert_eq!(
+                [m.sfp, m.amr, m.cpk].iter().filter(|x| **x).count(),
+                1,
+                "{n}"
+            );
+        }
+        assert_eq!(lookup("appflow").unwrap().modules(), crate::Modules::ALL);
+        assert_eq!(lookup("stock").unwrap().modules(), crate::Modules::NONE);
+        assert!(lookup("acclaim").unwrap().needs_kernel_change().is_some());
+        assert!(lookup("appflow").unwrap().needs_kernel_change().is_none());
+    }
+}

@@ -1,0 +1,16 @@
+//! Paralfetch / iorap-like prefetching (seed 000 §6.1 baseline): at launch,
+//! the whole launch profile is streamed in first-access order with large
+//! reads; nothing is kept resident before the launch.
+
+use super::*;
+
+/// `prefetch` (= `paralfetch`).
+pub const POLICY: Policy = Policy {
+    name: "prefetch",
+    aliases: &["paralfetch"],
+    summary: "whole launch profile streamed at launch (Paralfetch/iorap-like, seed 000 §6.1)",
+    preload: PreloadStrategy::WholeProfile,
+    reclaim: ReclaimStrategy::Kernel,
+    killer: KillerStrategy::Kernel,
+    kernel: KernelVariant::Stock,
+};

@@ -1,0 +1,604 @@
+//! The AppFlow scheduler: the whole decision loop as one pure type.
+//!
+//! The daemon (`appflow-linux`) drives it from live observations of a real
+//! kernel, the simulator (`appflow-sim`) from its kernel model; both go
+//! through [`Scheduler::apply`] with the same [`Record`]s, and the scheduler
+//! acts only through the mechanism traits ([`Mechs`]). It performs no I/O and
+//! reads no clock: time comes in every record.
+//!
+//! | file | owns |
+//! |---|---|
+//! | this one | observations, events, process identity, the decision log, the loop |
+//! | [`config`] | the scheduler's configuration (no file paths) |
+//! | `preloading` | cutoff planning, standby upkeep, launch streams, launch timeouts (seed 000 §4.1) |
+//! | `reclaiming` | the mode controller's tick, page-out of background apps, cold-file drops (§4.2) |
+//! | `killing` | the kill trigger, the candidates and the victim (§4.3) |
+//! | [`stats`] | counters of everything the scheduler did |
+//!
+//! Which modules run and with which strategy comes from the registered
+//! [`Policy`](crate::policy::Policy).
+
+pub mod config;
+mod killing;
+mod preloading;
+mod reclaiming;
+pub mod stats;
+
+use crate::mechanism::{KillMechanism, PreloadMechanism, ReclaimMechanism};
+use crate::preload::{CutoffPlan, FileSpan};
+use crate::profile::LaunchProfile;
+use crate::reason::Reason;
+use crate::reclaim::{ReclaimController, ReclaimMode};
+use crate::storage::ThroughputCurve;
+pub use config::SchedulerConfig;
+use serde::{Deserialize, Serialize};
+pub use stats::Stats;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// One sample of the domain's memory (raw counters; rates are derived here).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct DomainSample {
+    /// Monotonic time, ms.
+    pub now_ms: u64,
+    /// The domain's memory (cgroup limit, MemTotal, or the device's DRAM), bytes.
+    pub total_bytes: u64,
+    /// M_aval: memory reclaim can hand out soon, bytes.
+    pub avail_bytes: u64,
+    /// Anonymous memory in the domain, bytes.
+    pub anon_bytes: u64,
+    /// Page cache in the domain, bytes.
+    pub file_bytes: u64,
+    /// Cumulative allocation counter (pgalloc sum, or a cgroup's pgfault), pages.
+    pub alloc_counter: u64,
+    /// Swap the domain can page out to (zram and flash), bytes.
+    pub swap_total_bytes: u64,
+    /// Of which free, bytes.
+    pub swap_free_bytes: u64,
+    /// PSI memory "some" avg10, percent (None when PSI is unavailable).
+    pub psi_some_avg10: Option<f64>,
+}
+
+/// A process instance: its PID and its start time (clock ticks since boot).
+/// A PID alone is never an identity: it is reused once the process exits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ProcId {
+    /// Process id.
+    pub pid: u32,
+    /// Start time, clock ticks since boot (`/proc/PID/stat` field 22).
+    pub start_time: u64,
+}
+
+/// One process of the domain as observed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ProcInfo {
+    /// Process id.
+    pub pid: u32,
+    /// Start time (clock ticks since boot): identity across PID reuse.
+    pub start_time: u64,
+    /// Kernel task name.
+    pub comm: String,
+    /// The app it belongs to, if recognised.
+    pub app: Option<String>,
+    /// oom_score_adj.
+    pub oom_score_adj: i32,
+    /// Resident + swapped bytes (read only when the killer needs it).
+    pub footprint_bytes: Option<u64>,
+}
+
+impl ProcInfo {
+    /// Its identity.
+    pub fn id(&self) -> ProcId {
+        ProcId {
+            pid: self.pid,
+            start_time: self.start_time,
+        }
+    }
+}
+
+/// An app lifecycle event (from a launcher's notification, from kernel
+/// process events, or from the simulator's workload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// The app is being exec'ed: stream and protect its launch files.
+    Launch,
+    /// The app is ready: release the protection.
+    Launched,
+    /// The app is in the foreground.
+    Foreground,
+    /// The app went to the background.
+    Background,
+    /// The app exited.
+    Exit,
+}
+
+impl EventKind {
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::Launch => "launch",
+            EventKind::Launched => "launched",
+            EventKind::Foreground => "foreground",
+            EventKind::Background => "background",
+            EventKind::Exit => "exit",
+        }
+    }
+
+    /// Every kind.
+    pub const ALL: [EventKind; 5] = [
+        EventKind::Launch,
+        EventKind::Launched,
+        EventKind::Foreground,
+        EventKind::Background,
+        EventKind::Exit,
+    ];
+}
+
+/// One input of the scheduler. A run of the scheduler is a sequence of
+/// these; the daemon can log them and any run can be replayed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case")]
+pub enum Record {
+    /// A tick: the domain's sample, its processes, the wall clock.
+    Tick {
+        /// The domain.
+        sample: DomainSample,
+        /// Wall-clock time, Unix ms (launch likelihood only).
+        now_unix_ms: u64,
+        /// The domain's processes (footprints read when a kill was wanted).
+        procs: Vec<ProcInfo>,
+    },
+    /// An app event.
+    Event {
+        /// Monotonic ms.
+        now_ms: u64,
+        /// What happened.
+        event: EventKind,
+        /// To which app.
+        app: String,
+        /// Its process, when announced.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        proc_id: Option<ProcId>,
+    },
+}
+
+/// A mark on a decision, for timelines (traces, plots).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "mark", rename_all = "snake_case")]
+pub enum Mark {
+    /// The reclaim mode changed.
+    ModeSwitch {
+        /// From.
+        from: ReclaimMode,
+        /// To.
+        to: ReclaimMode,
+    },
+    /// A launch began.
+    LaunchBegin {
+        /// App.
+        app: String,
+    },
+    /// A launch ended (ready, timed out, or exited).
+    LaunchEnd {
+        /// App.
+        app: String,
+    },
+    /// A process group was killed.
+    Kill {
+        /// App.
+        app: String,
+        /// Its lowest pid.
+        pid: u32,
+        /// ΔM.
+        net_freed_bytes: i64,
+    },
+}
+
+/// One decision, with its inputs in words (shown by `appflow status`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    /// Monotonic ms.
+    pub at_ms: u64,
+    /// "reclaim", "kill", "preload", "event" or "error" (a mechanism failed).
+    pub kind: &'static str,
+    /// The core's reason, if the decision has one.
+    pub reason: Option<Reason>,
+    /// Stable code of the reason.
+    pub code: Option<u16>,
+    /// Human-readable detail with the inputs.
+    pub detail: String,
+    /// Timeline mark, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mark: Option<Mark>,
+}
+
+/// The mechanisms a record drives.
+pub struct Mechs<'a> {
+    /// Preloading.
+    pub preload: &'a mut dyn PreloadMechanism,
+    /// Reclaim modes and page-out.
+    pub reclaim: &'a mut dyn ReclaimMechanism,
+    /// Kills.
+    pub kill: &'a mut dyn KillMechanism,
+}
+
+/// Why an event was refused (the reply's message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    /// The app name is not usable.
+    #[error("invalid app name {0:?}")]
+    BadName(String),
+    /// The app is not declared and the table of undeclared apps is full or closed.
+    #[error("unknown app {0:?}: not declared in the configuration")]
+    UnknownApp(String),
+    /// The process cannot belong to an app (PID 1, the daemon, its worker, its ancestors).
+    #[error("pid {0} cannot be an app process (init, the daemon, its worker or an ancestor)")]
+    ForbiddenPid(u32),
+}
+
+#[derive(Debug, Clone, Default)]
+struct AppState {
+    last_used_ms: Option<u64>,
+    launching_since: Option<u64>,
+    /// Processes announced with an event, by identity.
+    procs: BTreeSet<ProcId>,
+}
+
+const DECISIONS_KEPT: usize = 64;
+
+/// The scheduler's state between records (no I/O, no clock).
+pub struct Scheduler {
+    cfg: SchedulerConfig,
+    curve: ThroughputCurve,
+    profiles: BTreeMap<String, LaunchProfile>,
+    plan: Option<CutoffPlan>,
+    plan_dirty: bool,
+    /// Standby sets by the active apps they were built for (cleared on replan).
+    standby_memo: BTreeMap<Vec<String>, BTreeMap<String, Vec<FileSpan>>>,
+    /// Standby spans currently held per app (Hold::Touch).
+    standby: BTreeMap<String, Vec<FileSpan>>,
+    standby_dirty: bool,
+    controller: ReclaimController,
+    prev_alloc: Option<(u64, u64)>,
+    apps: BTreeMap<String, AppState>,
+    declared: BTreeSet<String>,
+    foreground: Option<String>,
+    fg_notified: bool,
+    last_kill_ms: Option<u64>,
+    last_kill_reason: Option<Reason>,
+    ef_reapply_at_ms: u64,
+    dropped_cold: bool,
+    page_out_unsupported: bool,
+    self_pids: BTreeSet<u32>,
+    pending: Vec<Decision>,
+    recent: VecDeque<Decision>,
+    /// What the scheduler did, counted.
+    pub stats: Stats,
+    /// The latest domain sample.
+    pub last_sample: Option<DomainSample>,
+    /// n_alloc of the latest tick, pages per reclaim tick.
+    pub last_alloc_pages: u64,
+}
+
+impl Scheduler {
+    /// A scheduler for a validated config. `declared` are the apps the
+    /// configuration names; `self_pids` are processes never acted on (the
+    /// daemon, its worker, its ancestors).
+    pub fn new(
+        cfg: SchedulerConfig,
+        curve: ThroughputCurve,
+        declared: &[String],
+        self_pids: &[u32],
+    ) -> Self {
+        let apps = declared
+            .iter()
+            .map(|a| (a.clone(), AppState::default()))
+            .collect();
+        Self {
+            cfg,
+            curve,
+            profiles: BTreeMap::new(),
+            plan: None,
+            plan_dirty: true,
+            standby_memo: BTreeMap::new(),
+            standby: BTreeMap::new(),
+            standby_dirty: true,
+            controller: ReclaimController::new(),
+            prev_alloc: None,
+            apps,
+            declared: declared.iter().cloned().collect(),
+            foreground: None,
+            fg_notified: false,
+            last_kill_ms: None,
+            last_kill_reason: None,
+            ef_reapply_at_ms: 0,
+            dropped_cold: false,
+            page_out_unsupported: false,
+            self_pids: self_pids.iter().copied().collect(),
+            pending: Vec::new(),
+            recent: VecDeque::new(),
+            stats: Stats::default(),
+            last_sample: None,
+            last_alloc_pages: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.cfg
+    }
+
+    /// Adds a pid that must never be acted on (e.g. a respawned worker).
+    pub fn add_self_pid(&mut self, pid: u32) {
+        self.self_pids.insert(pid);
+    }
+
+    /// The preload worker was replaced: nothing is held any more, so the
+    /// standby set is queued again on the next tick.
+    pub fn worker_restarted(&mut self) {
+        self.standby.clear();
+        self.standby_dirty = true;
+    }
+
+    /// The reclaim mode now.
+    pub fn mode(&self) -> ReclaimMode {
+        self.controller.mode()
+    }
+
+    /// The cutoff plan, once solved.
+    pub fn plan(&self) -> Option<&CutoffPlan> {
+        self.plan.as_ref()
+    }
+
+    /// The cutoff chosen for `app` (0 = nothing kept before launch).
+    pub fn cutoff_of(&self, app: &str) -> u64 {
+        self.plan
+            .as_ref()
+            .and_then(|p| p.apps.iter().find(|a| a.app == app))
+            .map(|a| a.chosen.cutoff_bytes)
+            .unwrap_or(0)
+    }
+
+    /// The foreground app, if known.
+    pub fn foreground(&self) -> Option<&str> {
+        self.foreground.as_deref()
+    }
+
+    /// Known apps (declared, notified or profiled).
+    pub fn app_names(&self) -> Vec<String> {
+        let mut s: BTreeSet<String> = self.apps.keys().cloned().collect();
+        s.extend(self.profiles.keys().cloned());
+        s.into_iter().collect()
+    }
+
+    /// Whether `app` is launching now.
+    pub fn is_launching(&self, app: &str) -> bool {
+        self.apps
+            .get(app)
+            .is_some_and(|a| a.launching_since.is_some())
+    }
+
+    /// Whether any app is launching now.
+    pub fn any_launching(&self) -> bool {
+        self.apps.values().any(|a| a.launching_since.is_some())
+    }
+
+    /// Whether `app` has a profile.
+    pub fn has_profile(&self, app: &str) -> bool {
+        self.profiles.contains_key(app)
+    }
+
+    /// The app whose event announced exactly this process instance, if any.
+    pub fn app_of_announced(&self, id: ProcId) -> Option<&str> {
+        self.apps
+            .iter()
+            .find(|(_, a)| a.procs.contains(&id))
+            .map(|(n, _)| n.as_str())
+    }
+
+    /// Standby bytes held (as requested), all apps.
+    pub fn standby_bytes(&self) -> u64 {
+        self.standby.values().flatten().map(|s| s.len).sum()
+    }
+
+    /// The most recent decisions, oldest first.
+    pub fn recent_decisions(&self) -> impl DoubleEndedIterator<Item = &Decision> {
+        self.recent.iter()
+    }
+
+    /// Takes the decisions made since the last call (the decision stream).
+    pub fn take_decisions(&mut self) -> Vec<Decision> {
+        std::mem::take(&mut self.pending)
+    }
+
+    fn log(&mut self, at_ms: u64, kind: &'static str, reason: Option<Reason>, detail: String) {
+        self.log_marked(at_ms, kind, reason, detail, None);
+    }
+
+    fn log_marked(
+        &mut self,
+        at_ms: u64,
+        kind: &'static str,
+        reason: Option<Reason>,
+        detail: String,
+        mark: Option<Mark>,
+    ) {
+        let d = Decision {
+            at_ms,
+            kind,
+            reason,
+            code: reason.map(Reason::code),
+            detail,
+            mark,
+        };
+        if self.recent.len() >= DECISIONS_KEPT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(d.clone());
+        self.pending.push(d);
+    }
+
+    /// Replaces the profiles (from the store). The plan is re-solved only
+    /// when they differ from the current ones.
+    pub fn set_profiles(&mut self, profiles: Vec<LaunchProfile>) {
+        let new: BTreeMap<String, LaunchProfile> =
+            profiles.into_iter().map(|p| (p.app.clone(), p)).collect();
+        if new != self.profiles {
+            self.profiles = new;
+            self.plan_dirty = true;
+        }
+    }
+
+    /// Replaces the storage curve (re-solves the plan if it changed).
+    pub fn set_curve(&mut self, curve: ThroughputCurve) {
+        if curve != self.curve {
+            self.curve = curve;
+            self.plan_dirty = true;
+        }
+    }
+
+    /// Checks an event without acting on it: the name rule, the table of
+    /// apps, and the announced process.
+    pub fn check_event(&self, app: &str, proc_id: Option<ProcId>) -> Result<(), EventError> {
+        if !crate::valid_app_name(app) {
+            return Err(EventError::BadName(app.to_string()));
+        }
+        if !self.apps.contains_key(app)
+            && !self.profiles.contains_key(app)
+            && !self.declared.contains(app)
+        {
+            let undeclared = self.apps.len().saturating_sub(self.declared.len());
+            if undeclared >= self.cfg.max_undeclared_apps {
+                return Err(EventError::UnknownApp(app.to_string()));
+            }
+        }
+        if let Some(id) = proc_id {
+            if id.pid <= 1 || self.self_pids.contains(&id.pid) {
+                return Err(EventError::ForbiddenPid(id.pid));
+            }
+        }
+        Ok(())
+    }
+
+    /// Acts on one record: the single entry point of every driver.
+    pub fn apply(&mut self, r: &Record, m: Mechs<'_>) -> Result<String, EventError> {
+        match r {
+            Record::Tick {
+                sample,
+                now_unix_ms,
+                procs,
+            } => {
+                self.tick(sample, *now_unix_ms, procs, m);
+                Ok(String::new())
+            }
+            Record::Event {
+                now_ms,
+                event,
+                app,
+                proc_id,
+            } => self.notify(*event, app, *proc_id, *now_ms, m.preload),
+        }
+    }
+
+    /// One tick: forget dead announced processes, then the preloader's,
+    /// the reclaimer's and (when its trigger says so) the killer's parts.
+    /// `procs` must carry footprints when [`Self::kill_wanted`] says yes.
+    pub fn tick(&mut self, s: &DomainSample, now_unix_ms: u64, procs: &[ProcInfo], m: Mechs<'_>) {
+        self.prune_announced(procs);
+        self.preload_step(s.now_ms, now_unix_ms, m.preload);
+        self.reclaim_step(s, procs, m.reclaim);
+        if self.kill_wanted(s).is_ok() {
+            self.kill_step(s, procs, m.kill);
+        }
+    }
+
+    /// Forgets announced processes that are gone: a PID absent from the
+    /// scan, or present with another start time (reused).
+    fn prune_announced(&mut self, procs: &[ProcInfo]) {
+        if self.apps.values().all(|a| a.procs.is_empty()) {
+            return;
+        }
+        let live: BTreeSet<ProcId> = procs.iter().map(ProcInfo::id).collect();
+        for a in self.apps.values_mut() {
+            a.procs.retain(|id| live.contains(id));
+        }
+    }
+
+    /// Handles an app event. Errors are the reply's message.
+    pub fn notify(
+        &mut self,
+        event: EventKind,
+        app: &str,
+        proc_id: Option<ProcId>,
+        now_ms: u64,
+        preload: &mut dyn PreloadMechanism,
+    ) -> Result<String, EventError> {
+        self.check_event(app, proc_id)?;
+        self.stats.count_event(event);
+        let st = self.apps.entry(app.to_string()).or_default();
+        if let Some(id) = proc_id {
+            if event != EventKind::Exit {
+                st.procs.insert(id);
+            }
+        }
+        let reply;
+        match event {
+            EventKind::Launch => {
+                st.launching_since = Some(now_ms);
+                st.last_used_ms = Some(now_ms);
+                self.foreground = Some(app.to_string());
+                self.fg_notified = true;
+                self.standby_dirty = true;
+                reply = self.start_launch(app, now_ms, preload);
+            }
+            EventKind::Launched => {
+                let since = st.launching_since.take();
+                st.last_used_ms = Some(now_ms);
+                reply = self.end_launch(app, now_ms, since, preload);
+            }
+            EventKind::Foreground => {
+                st.last_used_ms = Some(now_ms);
+                self.foreground = Some(app.to_string());
+                self.fg_notified = true;
+                self.standby_dirty = true;
+                reply = format!("{app} is foreground");
+            }
+            EventKind::Background => {
+                st.last_used_ms = Some(now_ms);
+                if self.foreground.as_deref() == Some(app) {
+                    self.foreground = None;
+                }
+                self.standby_dirty = true;
+                reply = format!("{app} is background");
+            }
+            EventKind::Exit => {
+                let was_launching = st.launching_since.take().is_some();
+                match proc_id {
+                    Some(id) => {
+                        st.procs.remove(&id);
+                    }
+                    None => st.procs.clear(),
+                }
+                if self.foreground.as_deref() == Some(app) {
+                    self.foreground = None;
+                }
+                if was_launching {
+                    self.abandon_launch(app, now_ms, preload);
+                }
+                self.standby_dirty = true;
+                reply = format!("{app} exited");
+            }
+        }
+        let who = proc_id.map_or(String::new(), |p| format!(" pid {}", p.pid));
+        self.log(
+            now_ms,
+            "event",
+            None,
+            format!("{} {app}{who}", event.name()),
+        );
+        Ok(reply)
+    }
+}
+
+#[cfg(test)]
+mod tests;

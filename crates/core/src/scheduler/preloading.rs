@@ -1,0 +1,386 @@
+//! The Selective File Preloader's part of the scheduler (seed 000 §4.1,
+//! §4.2.2): when to re-solve the cutoffs, which standby sets to hold, what
+//! to stream when an app launches, and when a launch is over.
+//!
+//! Rules kept here, for every driver alike:
+//! * Standby sets are held only while no app is launching and the reclaimer
+//!   is in its normal mode, and only when the domain has room for them above
+//!   M_F: during a launch the worker reads nothing but the launching app's
+//!   stream (the launch owns the device's I/O and memory).
+//! * A launch stream is bounded by the memory available at that moment
+//!   above M_F, so preloading never pushes the domain into reclaim it would
+//!   not otherwise need.
+
+use super::{Mark, Scheduler};
+use crate::mechanism::{Hold, MechError, PreloadMechanism};
+use crate::policy::PreloadStrategy;
+use crate::preload::{self, FileSpan};
+use crate::profile::LaunchProfile;
+use crate::reason::Reason;
+use crate::reclaim::ReclaimMode;
+use std::collections::{BTreeMap, BTreeSet};
+
+impl Scheduler {
+    /// Apps whose standby set is not kept: launching ones and the foreground.
+    pub(super) fn active_apps(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .apps
+            .iter()
+            .filter(|(_, a)| a.launching_since.is_some())
+            .map(|(n, _)| n.clone())
+            .collect();
+        if let Some(f) = &self.foreground {
+            if !v.contains(f) {
+                v.push(f.clone());
+            }
+        }
+        v.sort();
+        v
+    }
+
+    fn replan(&mut self, now_ms: u64, now_unix_ms: u64) {
+        self.plan_dirty = false;
+        self.standby_dirty = true;
+        self.standby_memo.clear();
+        if self.cfg.preload_strategy() != PreloadStrategy::Selective {
+            self.plan = None;
+            return;
+        }
+        let profs: Vec<&LaunchProfile> = self.profiles.values().collect();
+        let pcfg = &self.cfg.preload;
+        let weights = if pcfg.weight_by_likelihood {
+            preload::likelihood_weights(&profs, now_unix_ms, pcfg.likelihood_window_ms)
+        } else {
+            vec![1.0; profs.len()]
+        };
+        match preload::plan_cutoffs(&profs, &weights, &self.curve, pcfg) {
+            Ok(plan) => {
+                let detail = format!(
+                    "{} apps, preload {} of budget {} bytes, weighted stream {:.3} s, {} nodes",
+                    plan.apps.len(),
+                    plan.preload_bytes,
+                    pcfg.budget_bytes,
+                    plan.weighted_stream_secs,
+                    plan.nodes
+                );
+                self.log(now_ms, "preload", Some(plan.reason), detail);
+                self.stats.plan_bytes = plan.preload_bytes;
+                self.stats.plans_solved += 1;
+                self.plan = Some(plan);
+            }
+            Err(e) => {
+                self.log(
+                    now_ms,
+                    "error",
+                    None,
+                    format!("cutoff plan failed: {e}; preloading before launch is off"),
+                );
+                self.plan = None;
+            }
+        }
+    }
+
+    /// The standby sets wanted now, per app (memoised by the active apps).
+    fn desired_standby(&mut self) -> BTreeMap<String, Vec<FileSpan>> {
+        let active = self.active_apps();
+        if let Some(m) = self.standby_memo.get(&active) {
+            return m.clone();
+        }
+        let mut out: BTreeMap<String, Vec<FileSpan>> = BTreeMap::new();
+        let cfg = &self.cfg.preload;
+        match self.cfg.preload_strategy() {
+            PreloadStrategy::None | PreloadStrategy::WholeProfile => {}
+            PreloadStrategy::KeepAll => {
+                for p in self.profiles.values() {
+                    for s in preload::launch_stream(p, 0, cfg, false) {
+                        out.entry(s.app.clone()).or_default().push(s);
+                    }
+                }
+            }
+            PreloadStrategy::Selective => {
+                if let Some(plan) = &self.plan {
+                    let act: Vec<&str> = active.iter().map(String::as_str).collect();
+                    let profs: Vec<&LaunchProfile> = self.profiles.values().collect();
+                    for s in preload::standby_set(&profs, plan, cfg, &act).spans {
+                        out.entry(s.app.clone()).or_default().push(s);
+                    }
+                }
+            }
+        }
+        self.standby_memo.insert(active, out.clone());
+        out
+    }
+
+    /// Whether standby sets may be (re)loaded now: no launch in progress,
+    /// the reclaimer in its normal mode.
+    fn standby_allowed(&self) -> bool {
+        !self.any_launching() && self.controller.mode() == ReclaimMode::Normal
+    }
+
+    /// Room for `bytes` more above M_F (unbounded before the first sample).
+    fn room_for(&self, bytes: u64) -> bool {
+        match &self.last_sample {
+            Some(s) => {
+                let m_f = self.cfg.reclaim.low_memory_threshold(s.total_bytes);
+                s.avail_bytes >= m_f.saturating_add(bytes)
+            }
+            None => true,
+        }
+    }
+
+    /// Stops holding `app`'s standby set (its pages stay cached, untouched).
+    fn drop_standby(&mut self, app: &str, now_ms: u64, preload: &mut dyn PreloadMechanism) {
+        if self.standby.remove(app).is_some() {
+            if let Err(e) = preload.release_hold(app, Hold::Touch) {
+                self.mech_error(now_ms, &format!("release of {app}'s standby set"), &e);
+            }
+        }
+    }
+
+    /// Brings the standby holds in line with the plan and the active apps.
+    fn sync_standby(&mut self, now_ms: u64, preload: &mut dyn PreloadMechanism) {
+        if !self.standby_dirty || !self.standby_allowed() {
+            return;
+        }
+        self.standby_dirty = false;
+        let desired = self.desired_standby();
+        let names: BTreeSet<String> = desired.keys().chain(self.standby.keys()).cloned().collect();
+        for app in names {
+            let want = desired.get(&app);
+            if want == self.standby.get(&app) {
+                continue;
+            }
+            self.drop_standby(&app, now_ms, preload);
+            let Some(spans) = want else {
+                continue;
+            };
+            let set_bytes: u64 = spans.iter().map(|s| s.len).sum();
+            if !self.room_for(set_bytes) {
+                // Try again on a later tick, once there is room.
+                self.standby_dirty = true;
+                continue;
+            }
+            match preload.load(&app, spans, Hold::Touch) {
+                Ok(bytes) => {
+                    let small = spans
+                        .iter()
+                        .filter(|s| s.reason == Reason::PreloadSmallFile)
+                        .count();
+                    let detail = format!(
+                        "standby {app}: {} spans ({small} small-file, {} hot-segment), {bytes} bytes, touched every {} ms",
+                        spans.len(),
+                        spans.len() - small,
+                        self.cfg.preload.touch_interval_ms
+                    );
+                    let reason = if small > 0 {
+                        Reason::PreloadSmallFile
+                    } else {
+                        Reason::PreloadHotSegment
+                    };
+                    self.log(now_ms, "preload", Some(reason), detail);
+                    self.stats.preload_queued_bytes_touch += bytes;
+                    self.standby.insert(app.clone(), spans.clone());
+                }
+                Err(e) => self.mech_error(now_ms, &format!("standby load of {app}"), &e),
+            }
+        }
+    }
+
+    pub(super) fn mech_error(&mut self, now_ms: u64, what: &str, e: &MechError) {
+        self.log(now_ms, "error", None, format!("{what} failed: {e}"));
+    }
+
+    /// A launch begins: every standby hold is dropped (the worker reads
+    /// nothing but this launch's stream), then the stream is queued.
+    pub(super) fn start_launch(
+        &mut self,
+        app: &str,
+        now_ms: u64,
+        preload: &mut dyn PreloadMechanism,
+    ) -> String {
+        self.log_marked(
+            now_ms,
+            "preload",
+            None,
+            format!("{app} launching"),
+            Some(Mark::LaunchBegin {
+                app: app.to_string(),
+            }),
+        );
+        let strategy = self.cfg.preload_strategy();
+        if strategy == PreloadStrategy::None {
+            return format!("{app} launching (no preloader)");
+        }
+        let had_hot = self
+            .standby
+            .get(app)
+            .is_some_and(|v| v.iter().any(|s| s.reason == Reason::PreloadHotSegment));
+        let held: Vec<String> = self.standby.keys().cloned().collect();
+        for a in held {
+            self.drop_standby(&a, now_ms, preload);
+        }
+        let Some(profile) = self.profiles.get(app) else {
+            let d = format!("{app} launching: no profile, nothing to preload");
+            self.log(now_ms, "preload", None, d.clone());
+            return d;
+        };
+        let cfg = &self.cfg.preload;
+        let cutoff = self.cutoff_of(app);
+        let mut spans = match strategy {
+            PreloadStrategy::Selective => preload::launch_stream(profile, cutoff, cfg, had_hot),
+            PreloadStrategy::WholeProfile => preload::launch_stream(profile, 0, cfg, false),
+            // Everything is resident already (or nothing is preloaded).
+            PreloadStrategy::KeepAll | PreloadStrategy::None => Vec::new(),
+        };
+        let wanted: u64 = spans.iter().map(|s| s.len).sum();
+        let cap = self.stream_cap();
+        if wanted > cap {
+            let mut kept = 0;
+            spans.retain(|s| {
+                let ok = kept + s.len <= cap;
+                if ok {
+                    kept += s.len;
+                }
+                ok
+            });
+        }
+        if spans.is_empty() {
+            let d = format!("{app} launching: nothing to stream (profile {wanted} bytes, room {cap} bytes above M_F)");
+            self.log(now_ms, "preload", None, d.clone());
+            return d;
+        }
+        match preload.load(app, &spans, Hold::Protect) {
+            Ok(bytes) => {
+                self.stats.preload_queued_bytes_protect += bytes;
+                let detail = format!(
+                    "{app} launching: streaming {} reads, {bytes} of {wanted} bytes (room {cap} above M_F), cutoff {cutoff} bytes, protected until launched ({})",
+                    spans.len(),
+                    Reason::ReclaimLaunchProtect
+                );
+                self.log(
+                    now_ms,
+                    "preload",
+                    Some(Reason::PreloadStreamLarge),
+                    detail.clone(),
+                );
+                detail
+            }
+            Err(e) => {
+                self.mech_error(now_ms, &format!("launch stream of {app}"), &e);
+                format!("{app} launching: stream failed: {e}")
+            }
+        }
+    }
+
+    /// What a launch stream may hold: the memory available above M_F now.
+    fn stream_cap(&self) -> u64 {
+        match &self.last_sample {
+            Some(s) => {
+                let m_f = self.cfg.reclaim.low_memory_threshold(s.total_bytes);
+                s.avail_bytes.saturating_sub(m_f)
+            }
+            None => u64::MAX,
+        }
+    }
+
+    /// A launch ended with readiness: its protection is released.
+    pub(super) fn end_launch(
+        &mut self,
+        app: &str,
+        now_ms: u64,
+        since: Option<u64>,
+        preload: &mut dyn PreloadMechanism,
+    ) -> String {
+        self.release_launch(app, now_ms, preload);
+        let detail = match since {
+            Some(s) => format!(
+                "{app} launched after {} ms: protection released",
+                now_ms.saturating_sub(s)
+            ),
+            None => format!("{app} launched (no launch was in progress)"),
+        };
+        self.log_marked(
+            now_ms,
+            "preload",
+            Some(Reason::PreloadAppActive),
+            detail.clone(),
+            Some(Mark::LaunchEnd {
+                app: app.to_string(),
+            }),
+        );
+        detail
+    }
+
+    /// A launch ended without readiness (exit, timeout).
+    pub(super) fn abandon_launch(
+        &mut self,
+        app: &str,
+        now_ms: u64,
+        preload: &mut dyn PreloadMechanism,
+    ) {
+        self.release_launch(app, now_ms, preload);
+        self.log_marked(
+            now_ms,
+            "preload",
+            None,
+            format!("{app}: launch ended without readiness; protection released"),
+            Some(Mark::LaunchEnd {
+                app: app.to_string(),
+            }),
+        );
+    }
+
+    fn release_launch(&mut self, app: &str, now_ms: u64, preload: &mut dyn PreloadMechanism) {
+        if self.cfg.preload_strategy() != PreloadStrategy::None {
+            if let Err(e) = preload.release(app) {
+                self.mech_error(now_ms, &format!("release of {app}"), &e);
+            }
+        }
+        self.standby.remove(app);
+        self.standby_dirty = true;
+    }
+
+    /// Ends launches that never announced readiness.
+    fn expire_launches(&mut self, now_ms: u64, preload: &mut dyn PreloadMechanism) {
+        let timeout = self.cfg.launch_timeout_ms;
+        let expired: Vec<String> = self
+            .apps
+            .iter()
+            .filter(|(_, a)| {
+                a.launching_since
+                    .is_some_and(|t| now_ms.saturating_sub(t) >= timeout)
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for app in expired {
+            if let Some(a) = self.apps.get_mut(&app) {
+                a.launching_since = None;
+            }
+            self.log(
+                now_ms,
+                "preload",
+                None,
+                format!("{app}: no launched event within {timeout} ms"),
+            );
+            self.abandon_launch(&app, now_ms, preload);
+        }
+    }
+
+    /// The preloader's part of a tick: expire launches, re-solve the plan if
+    /// needed, keep the standby holds in line.
+    pub fn preload_step(
+        &mut self,
+        now_ms: u64,
+        now_unix_ms: u64,
+        preload: &mut dyn PreloadMechanism,
+    ) {
+        self.expire_launches(now_ms, preload);
+        if self.cfg.preload_strategy() == PreloadStrategy::None {
+            return;
+        }
+        if self.plan_dirty {
+            self.replan(now_ms, now_unix_ms);
+        }
+        self.sync_standby(now_ms, preload);
+    }
+}

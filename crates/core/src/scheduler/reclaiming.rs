@@ -1,0 +1,210 @@
+//! The Adaptive Memory Reclaimer's part of the scheduler (seed 000 §4.2,
+//! Algorithm 1): the 100 ms mode tick, the mode applied through the
+//! reclaim mechanism, page-out of background apps while rebalancing, and
+//! the optional drop of cold files in efficiency-first.
+
+use super::{DomainSample, Mark, ProcInfo, Scheduler};
+use crate::mechanism::{MechError, ReclaimMechanism};
+use crate::reason::Reason;
+use crate::reclaim::{alloc_pages_per_tick, ReclaimMode, ReclaimSample};
+use std::collections::BTreeSet;
+
+impl Scheduler {
+    pub(super) fn is_foreground_proc(&self, p: &ProcInfo) -> bool {
+        match &p.app {
+            Some(a) if self.is_launching(a) => true,
+            Some(a) if self.fg_notified => self.foreground.as_deref() == Some(a.as_str()),
+            // Without events: Android's visible/foreground adj (≤ 0).
+            _ => p.oom_score_adj <= 0,
+        }
+    }
+
+    /// Never acted on: the daemon's own processes and protected names.
+    pub(super) fn is_untouchable(&self, p: &ProcInfo) -> bool {
+        p.pid <= 1 || self.self_pids.contains(&p.pid) || self.cfg.protected_comms.contains(&p.comm)
+    }
+
+    /// Background app processes, least recently used first.
+    fn background_app_pids(&self, procs: &[ProcInfo]) -> Vec<u32> {
+        let mut v: Vec<(u64, u32)> = procs
+            .iter()
+            .filter(|p| p.app.is_some() && !self.is_foreground_proc(p) && !self.is_untouchable(p))
+            .map(|p| {
+                let used = p
+                    .app
+                    .as_ref()
+                    .and_then(|a| self.apps.get(a))
+                    .and_then(|a| a.last_used_ms)
+                    .unwrap_or(0);
+                (used, p.pid)
+            })
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, p)| p).collect()
+    }
+
+    /// The reclaimer's part of a tick (Algorithm 1). Also records the sample.
+    pub fn reclaim_step(
+        &mut self,
+        s: &DomainSample,
+        procs: &[ProcInfo],
+        reclaim: &mut dyn ReclaimMechanism,
+    ) -> ReclaimMode {
+        let rcfg = self.cfg.reclaim.clone();
+        let alloc_pages = match self.prev_alloc {
+            Some((c, t)) => {
+                alloc_pages_per_tick(c, s.alloc_counter, s.now_ms.saturating_sub(t), rcfg.tick_ms)
+            }
+            None => 0,
+        };
+        self.prev_alloc = Some((s.alloc_counter, s.now_ms));
+        self.last_alloc_pages = alloc_pages;
+        self.last_sample = Some(*s);
+        if !self.cfg.reclaim_active() {
+            return self.controller.mode();
+        }
+        let d = self.controller.step(
+            &rcfg,
+            &ReclaimSample {
+                now_ms: s.now_ms,
+                alloc_pages,
+                avail_bytes: s.avail_bytes,
+                total_bytes: s.total_bytes,
+                anon_bytes: s.anon_bytes,
+                file_bytes: s.file_bytes,
+            },
+        );
+        self.stats.count_reclaim_reason(d.reason);
+        if d.switched() {
+            let detail = format!(
+                "{} -> {}: n_alloc {alloc_pages} pages/tick (N_alloc {}), M_aval {} (M_F {}), anon {} file {}",
+                d.prev_mode.name(),
+                d.mode.name(),
+                rcfg.alloc_threshold_pages,
+                s.avail_bytes,
+                rcfg.low_memory_threshold(s.total_bytes),
+                s.anon_bytes,
+                s.file_bytes
+            );
+            self.log_marked(
+                s.now_ms,
+                "reclaim",
+                Some(d.reason),
+                detail,
+                Some(Mark::ModeSwitch {
+                    from: d.prev_mode,
+                    to: d.mode,
+                }),
+            );
+            self.stats.count_switch(d.prev_mode, d.mode);
+            if d.mode == ReclaimMode::EfficiencyFirst {
+                self.dropped_cold = false;
+            }
+            if d.mode == ReclaimMode::Normal {
+                // Standby sets may have been left unloaded during the pressure.
+                self.standby_dirty = true;
+            }
+            self.apply_mode(d.mode, s.now_ms, reclaim);
+        } else if d.mode == ReclaimMode::EfficiencyFirst && s.now_ms >= self.ef_reapply_at_ms {
+            // Cgroups created during the burst get the mode too.
+            self.apply_mode(d.mode, s.now_ms, reclaim);
+        }
+        if d.mode == ReclaimMode::EfficiencyFirst && self.cfg.drop_cold_files && !self.dropped_cold
+        {
+            self.dropped_cold = true;
+            self.drop_cold_files(s.now_ms, reclaim);
+        }
+        if d.anon_reclaim_bytes > 0 && !self.page_out_unsupported {
+            self.page_out(d.anon_reclaim_bytes, s.now_ms, procs, reclaim);
+        }
+        d.mode
+    }
+
+    fn apply_mode(&mut self, mode: ReclaimMode, now_ms: u64, reclaim: &mut dyn ReclaimMechanism) {
+        self.ef_reapply_at_ms = now_ms + 1000;
+        match reclaim.apply_mode(mode) {
+            Ok(()) | Err(MechError::Unsupported(_)) => {}
+            Err(e) => self.mech_error(now_ms, &format!("applying {}", mode.name()), &e),
+        }
+    }
+
+    fn page_out(
+        &mut self,
+        budget: u64,
+        now_ms: u64,
+        procs: &[ProcInfo],
+        reclaim: &mut dyn ReclaimMechanism,
+    ) {
+        let mut left = budget;
+        for pid in self.background_app_pids(procs) {
+            if left == 0 {
+                break;
+            }
+            match reclaim.page_out_anon(pid, left) {
+                Ok(n) => {
+                    self.stats.reclaimed_anon_bytes += n;
+                    left = left.saturating_sub(n.max(1));
+                }
+                Err(MechError::Vanished(_)) => {}
+                Err(MechError::Unsupported(f)) => {
+                    self.log(
+                        now_ms,
+                        "error",
+                        None,
+                        format!("anonymous page-out unavailable ({f}); rebalancing only restores the kernel's balance"),
+                    );
+                    self.page_out_unsupported = true;
+                    break;
+                }
+                Err(e) => {
+                    self.stats.page_out_failures += 1;
+                    self.mech_error(now_ms, &format!("page-out of pid {pid}"), &e);
+                }
+            }
+        }
+    }
+
+    /// Drops profiled files of background apps that are neither held in the
+    /// standby set nor protected by a launch.
+    fn drop_cold_files(&mut self, now_ms: u64, reclaim: &mut dyn ReclaimMechanism) {
+        let active = self.active_apps();
+        let held: BTreeSet<&str> = self
+            .standby
+            .values()
+            .flatten()
+            .map(|s| s.path.as_str())
+            .collect();
+        let mut protected: BTreeSet<&str> = BTreeSet::new();
+        for a in &active {
+            if let Some(p) = self.profiles.get(a) {
+                protected.extend(p.files.iter().map(|f| f.path.as_str()));
+            }
+        }
+        let mut targets: Vec<String> = Vec::new();
+        for (app, p) in &self.profiles {
+            if active.contains(app) {
+                continue;
+            }
+            for f in &p.files {
+                if !held.contains(f.path.as_str()) && !protected.contains(f.path.as_str()) {
+                    targets.push(f.path.clone());
+                }
+            }
+        }
+        targets.sort();
+        targets.dedup();
+        let mut files = 0u64;
+        for path in targets {
+            if reclaim.drop_file(&path, 0, 0).is_ok() {
+                files += 1;
+            }
+        }
+        self.stats.dropped_files += files;
+        self.log(
+            now_ms,
+            "reclaim",
+            Some(Reason::ReclaimBurstDetected),
+            format!("efficiency-first: dropped {files} cold unprotected files of background apps"),
+        );
+    }
+}

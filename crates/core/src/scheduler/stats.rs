@@ -1,0 +1,75 @@
+//! What the scheduler did, counted (the daemon renders these as Prometheus
+//! metrics, the simulator reports them).
+
+use super::EventKind;
+use crate::reason::Reason;
+use crate::reclaim::ReclaimMode;
+use std::collections::BTreeMap;
+
+/// The scheduler's counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// Mode switches by (from, to).
+    pub mode_switches: BTreeMap<(&'static str, &'static str), u64>,
+    /// Reclaim ticks by reason (code, name).
+    pub reclaim_reasons: BTreeMap<(u16, &'static str), u64>,
+    /// Kills by reason (code, name).
+    pub kills: BTreeMap<(u16, &'static str), u64>,
+    /// Footprint of killed apps, bytes.
+    pub killed_bytes: u64,
+    /// Events by kind.
+    pub events: BTreeMap<&'static str, u64>,
+    /// Anonymous bytes the kernel accepted for page-out.
+    pub reclaimed_anon_bytes: u64,
+    /// Page-out calls that failed for another reason than a vanished process.
+    pub page_out_failures: u64,
+    /// Files dropped from the page cache (efficiency-first, drop_cold_files).
+    pub dropped_files: u64,
+    /// Bytes queued for standby (touch) holds.
+    pub preload_queued_bytes_touch: u64,
+    /// Bytes queued for launch (protect) streams.
+    pub preload_queued_bytes_protect: u64,
+    /// Σ P_i(s_i) of the current plan.
+    pub plan_bytes: u64,
+    /// Plans solved.
+    pub plans_solved: u64,
+}
+
+impl Stats {
+    /// Counts an event.
+    pub fn count_event(&mut self, e: EventKind) {
+        *self.events.entry(e.name()).or_default() += 1;
+    }
+
+    /// Counts a reclaim tick's reason.
+    pub fn count_reclaim_reason(&mut self, r: Reason) {
+        *self
+            .reclaim_reasons
+            .entry((r.code(), r.name()))
+            .or_default() += 1;
+    }
+
+    /// Counts a mode switch.
+    pub fn count_switch(&mut self, from: ReclaimMode, to: ReclaimMode) {
+        *self
+            .mode_switches
+            .entry((from.name(), to.name()))
+            .or_default() += 1;
+    }
+
+    /// All mode switches.
+    pub fn switches_total(&self) -> u64 {
+        self.mode_switches.values().sum()
+    }
+
+    /// All kills.
+    pub fn kills_total(&self) -> u64 {
+        self.kills.values().sum()
+    }
+
+    /// Counts a kill.
+    pub fn count_kill(&mut self, r: Reason, footprint_bytes: u64) {
+        *self.kills.entry((r.code(), r.name())).or_default() += 1;
+        self.killed_bytes += footprint_bytes;
+    }
+}

@@ -1,0 +1,479 @@
+use super::*;
+use crate::mechanism::{Call, Hold, Recorder};
+use crate::policy;
+use crate::storage::CurvePoint;
+use crate::{KIB, MIB};
+
+fn curve() -> ThroughputCurve {
+    ThroughputCurve::new(vec![
+        CurvePoint {
+            block_bytes: 4 * KIB,
+            bytes_per_sec: 20e6,
+        },
+        CurvePoint {
+            block_bytes: 512 * KIB,
+            bytes_per_sec: 450e6,
+        },
+    ])
+    .unwrap()
+}
+
+fn profile(name: &str, small: usize, large: usize, relaunch_mib: u64) -> LaunchProfile {
+    crate::profile::synthetic(name, small, large, relaunch_mib * MIB)
+}
+
+fn cfg(policy_name: &str) -> SchedulerConfig {
+    SchedulerConfig::for_policy(policy::lookup(policy_name).unwrap())
+}
+
+fn sched(cfg: SchedulerConfig) -> Scheduler {
+    let mut s = Scheduler::new(cfg, curve(), &[], &[7]);
+    s.set_profiles(vec![profile("a", 100, 2, 100), profile("b", 50, 1, 50)]);
+    s
+}
+
+fn sample(now_ms: u64, alloc_counter: u64, avail_mib: u64) -> DomainSample {
+    DomainSample {
+        now_ms,
+        total_bytes: 1024 * MIB,
+        avail_bytes: avail_mib * MIB,
+        anon_bytes: 600 * MIB,
+        file_bytes: 200 * MIB,
+        alloc_counter,
+        swap_total_bytes: 0,
+        swap_free_bytes: 0,
+        psi_some_avg10: None,
+    }
+}
+
+fn proc_(pid: u32, app: &str, mib: u64) -> ProcInfo {
+    ProcInfo {
+        pid,
+        start_time: pid as u64,
+        comm: app.into(),
+        app: Some(app.into()),
+        oom_score_adj: 900,
+        footprint_bytes: Some(mib * MIB),
+    }
+}
+
+fn id(pid: u32) -> Option<ProcId> {
+    Some(ProcId {
+        pid,
+        start_time: pid as u64,
+    })
+}
+
+#[test]
+fn standby_then_launch_stream_then_release() {
+    let mut s = sched(cfg("appflow"));
+    let mut r = Recorder::default();
+    s.reclaim_step(&sample(0, 0, 800), &[], &mut r);
+    s.preload_step(0, 0, &mut r);
+    assert!(s.plan().is_some());
+    let touch_loads = |r: &Recorder| {
+        r.calls
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c,
+                    Call::Load {
+                        hold: Hold::Touch,
+                        ..
+                    }
+                )
+            })
+            .count()
+    };
+    assert_eq!(touch_loads(&r), 2, "both apps' standby sets");
+    // The plan is not re-solved on later ticks without a change.
+    s.preload_step(100, 0, &mut r);
+    assert_eq!(s.stats.plans_solved, 1);
+    let n = r.calls.len();
+    s.preload_step(200, 0, &mut r);
+    assert_eq!(r.calls.len(), n, "no churn without a change");
+    // Launch: every standby hold is dropped, a's large files streamed protected.
+    s.notify(EventKind::Launch, "a", id(42), 300, &mut r)
+        .unwrap();
+    assert!(s.is_launching("a"));
+    assert_eq!(
+        s.app_of_announced(ProcId {
+            pid: 42,
+            start_time: 42
+        }),
+        Some("a")
+    );
+    for app in ["a", "b"] {
+        assert!(r.calls.contains(&Call::ReleaseHold {
+            app: app.into(),
+            hold: Hold::Touch
+        }));
+    }
+    match r.calls.last().unwrap() {
+        Call::Load {
+            app, hold, bytes, ..
+        } => {
+            assert_eq!((app.as_str(), *hold), ("a", Hold::Protect));
+            // Two 8 MiB large ranges minus the hot segments kept in standby.
+            assert_eq!(*bytes, 2 * (8 * MIB - 128 * KIB));
+        }
+        c => panic!("unexpected {c:?}"),
+    }
+    // While a launches, no standby set is loaded for anyone.
+    let n = r.calls.len();
+    s.preload_step(400, 0, &mut r);
+    assert_eq!(r.calls.len(), n, "no standby reads during a launch");
+    s.notify(EventKind::Launched, "a", None, 900, &mut r)
+        .unwrap();
+    assert!(!s.is_launching("a"));
+    assert!(r.calls.contains(&Call::Release { app: "a".into() }));
+    // After the launch, b's standby comes back (a is foreground: not kept).
+    s.preload_step(1000, 0, &mut r);
+    assert_eq!(touch_loads(&r), 3);
+    // Bad names are refused.
+    assert!(s
+        .notify(EventKind::Launch, "../x", None, 1000, &mut r)
+        .is_err());
+}
+
+#[test]
+fn launch_stream_is_bounded_by_the_room_above_m_f() {
+    let mut s = sched(cfg("appflow"));
+    let mut r = Recorder::default();
+    // 1 GiB domain, M_F = 15 % ≈ 153.6 MiB, 160 MiB available: ~6.4 MiB of room.
+    s.reclaim_step(&sample(0, 0, 160), &[], &mut r);
+    s.preload_step(0, 0, &mut r);
+    r.calls.clear();
+    s.notify(EventKind::Launch, "a", None, 100, &mut r).unwrap();
+    let streamed: u64 = r
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Load {
+                hold: Hold::Protect,
+                bytes,
+                ..
+            } => Some(*bytes),
+            _ => None,
+        })
+        .sum();
+    let room = 160 * MIB - (1024.0 * MIB as f64 * 0.15) as u64;
+    assert!(streamed > 0 && streamed <= room, "{streamed} vs {room}");
+    // No room at all: nothing is streamed.
+    let mut s = sched(cfg("appflow"));
+    let mut r = Recorder::default();
+    s.reclaim_step(&sample(0, 0, 100), &[], &mut r);
+    s.notify(EventKind::Launch, "a", None, 100, &mut r).unwrap();
+    assert!(!r.calls.iter().any(|c| matches!(
+        c,
+        Call::Load {
+            hold: Hold::Protect,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn launch_times_out_without_launched() {
+    let mut c = cfg("appflow");
+    c.launch_timeout_ms = 500;
+    let mut s = sched(c);
+    let mut r = Recorder::default();
+    s.notify(EventKind::Launch, "b", None, 0, &mut r).unwrap();
+    s.preload_step(400, 0, &mut r);
+    assert!(s.is_launching("b"));
+    s.preload_step(600, 0, &mut r);
+    assert!(!s.is_launching("b"));
+    let ends = s
+        .take_decisions()
+        .into_iter()
+        .filter(|d| matches!(d.mark, Some(Mark::LaunchEnd { .. })))
+        .count();
+    assert_eq!(ends, 1);
+}
+
+#[test]
+fn prefetch_streams_everything_and_keeps_nothing_before() {
+    let mut s = sched(cfg("prefetch"));
+    let mut r = Recorder::default();
+    s.preload_step(0, 0, &mut r);
+    assert!(r.calls.is_empty());
+    s.notify(EventKind::Launch, "b", None, 0, &mut r).unwrap();
+    assert_eq!(
+        r.calls,
+        vec![Call::Load {
+            app: "b".into(),
+            spans: 50 + 4,
+            bytes: 50 * 16 * KIB + 8 * MIB,
+            hold: Hold::Protect
+        }]
+    );
+}
+
+#[test]
+fn burst_switches_modes_and_rebalances_background_apps() {
+    let mut c = cfg("appflow");
+    c.reclaim.low_memory_bytes = 200 * MIB;
+    let mut s = sched(c);
+    let mut r = Recorder::default();
+    let procs = vec![proc_(10, "a", 300), proc_(11, "b", 200)];
+    s.notify(EventKind::Foreground, "b", None, 0, &mut r)
+        .unwrap();
+    r.calls.clear();
+    s.reclaim_step(&sample(0, 0, 100), &procs, &mut r);
+    // 20,000 pages in 100 ms with 100 MiB available: burst.
+    let m = s.reclaim_step(&sample(100, 20_000, 100), &procs, &mut r);
+    assert_eq!(m, ReclaimMode::EfficiencyFirst);
+    assert_eq!(r.calls, vec![Call::Mode(ReclaimMode::EfficiencyFirst)]);
+    let mut t = 200;
+    let mut counter = 20_000;
+    while s.mode() == ReclaimMode::EfficiencyFirst {
+        counter += 10;
+        s.reclaim_step(&sample(t, counter, 100), &procs, &mut r);
+        t += 100;
+    }
+    assert_eq!(s.mode(), ReclaimMode::Rebalancing);
+    assert!(r.calls.contains(&Call::Mode(ReclaimMode::Rebalancing)));
+    let pageouts: Vec<u32> = r
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::PageOut { pid, .. } => Some(*pid),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pageouts, vec![10], "only the background app");
+    assert_eq!(s.stats.switches_total(), 2);
+    // A vanished pid does not stop the loop.
+    r.vanished.push(10);
+    s.reclaim_step(&sample(t, counter, 100), &procs, &mut r);
+}
+
+#[test]
+fn kill_picks_highest_net_freed_background_app_never_foreground() {
+    let mut c = cfg("appflow");
+    c.killer.trigger_avail_fraction = 0.1;
+    c.protected_comms = vec!["sshd".into()];
+    let mut s = sched(c);
+    let mut r = Recorder::default();
+    // a: 400 MiB now, 100 after launch → ΔM 300; b: 120 now, 50 → 70;
+    // c (no profile): 900 → ΔM 257 but it is foreground; d is protected;
+    // e is the daemon's own pid; f is PID 1; x belongs to no app.
+    let mut procs = vec![
+        proc_(10, "a", 400),
+        proc_(11, "b", 120),
+        proc_(12, "c", 900),
+    ];
+    procs.push(ProcInfo {
+        comm: "sshd".into(),
+        ..proc_(13, "d", 2000)
+    });
+    procs.push(proc_(7, "e", 3000));
+    procs.push(proc_(1, "f", 3000));
+    procs.push(ProcInfo {
+        app: None,
+        ..proc_(14, "x", 5000)
+    });
+    s.notify(EventKind::Foreground, "c", None, 0, &mut r)
+        .unwrap();
+    s.notify(EventKind::Background, "a", None, 0, &mut r)
+        .unwrap();
+    s.notify(EventKind::Background, "b", None, 0, &mut r)
+        .unwrap();
+    r.calls.clear();
+    let smp = sample(40 * 60 * 1000, 0, 50);
+    assert!(s.kill_wanted(&smp).is_ok());
+    assert_eq!(s.kill_step(&smp, &procs, &mut r).as_deref(), Some("a"));
+    assert_eq!(
+        r.calls,
+        vec![Call::Kill {
+            pid: 10,
+            reason: Reason::KillHighestNetFreed
+        }]
+    );
+    // Settle time: no second kill at once.
+    assert_eq!(s.kill_wanted(&smp), Err(Reason::KillWaitingForMemory));
+    let smp2 = sample(40 * 60 * 1000 + 1000, 0, 50);
+    let procs2: Vec<ProcInfo> = procs.into_iter().filter(|p| p.pid != 10).collect();
+    assert_eq!(s.kill_step(&smp2, &procs2, &mut r).as_deref(), Some("b"));
+    let procs3: Vec<ProcInfo> = procs2.into_iter().filter(|p| p.pid != 11).collect();
+    let smp3 = sample(40 * 60 * 1000 + 2000, 0, 50);
+    assert_eq!(s.kill_step(&smp3, &procs3, &mut r), None);
+    assert_eq!(r.calls.len(), 2);
+}
+
+#[test]
+fn never_used_apps_are_not_recent_right_after_start() {
+    let mut c = cfg("appflow");
+    c.killer.trigger_avail_fraction = 0.1;
+    let mut s = sched(c);
+    let mut r = Recorder::default();
+    s.notify(EventKind::Background, "b", None, 4_000, &mut r)
+        .unwrap();
+    r.calls.clear();
+    let procs = vec![proc_(10, "a", 130), proc_(11, "b", 900)];
+    let smp = sample(5_000, 0, 50);
+    assert_eq!(s.kill_step(&smp, &procs, &mut r).as_deref(), Some("a"));
+}
+
+#[test]
+fn last_resort_kill_only_when_the_domain_is_about_to_run_out() {
+    let mut c = cfg("appflow");
+    c.killer.trigger_avail_fraction = 0.1;
+    let mut s = sched(c);
+    let mut r = Recorder::default();
+    // Only b, used 1 s ago: recent.
+    s.notify(EventKind::Background, "b", None, 9_000, &mut r)
+        .unwrap();
+    r.calls.clear();
+    let procs = vec![proc_(11, "b", 900)];
+    // Swap has room: a stall alone defers the recent app.
+    let mut smp = sample(10_000, 0, 50);
+    smp.swap_total_bytes = 1024 * MIB;
+    smp.swap_free_bytes = 512 * MIB;
+    smp.psi_some_avg10 = Some(60.0);
+    assert!(s.kill_wanted(&smp).is_ok());
+    assert_eq!(s.kill_step(&smp, &procs, &mut r), None);
+    assert!(r.calls.is_empty());
+    // Swap full as well: the kernel is about to run out, the last resort fires.
+    smp.swap_free_bytes = 10 * MIB;
+    assert_eq!(s.kill_step(&smp, &procs, &mut r).as_deref(), Some("b"));
+    assert_eq!(
+        r.calls,
+        vec![Call::Kill {
+            pid: 11,
+            reason: Reason::KillRecentLastResort
+        }]
+    );
+}
+
+#[test]
+fn lru_strategy_takes_highest_adj() {
+    let mut s = sched(cfg("lru-killer"));
+    let mut r = Recorder::default();
+    let mut a = proc_(10, "a", 400);
+    a.oom_score_adj = 100;
+    let b = proc_(11, "b", 10);
+    let smp = sample(1000, 0, 10);
+    assert_eq!(s.kill_step(&smp, &[a, b], &mut r).as_deref(), Some("b"));
+}
+
+#[test]
+fn without_events_oom_adj_decides_foreground() {
+    let s = sched(cfg("appflow"));
+    let mut fg = proc_(10, "a", 400);
+    fg.oom_score_adj = 0;
+    let bg = proc_(11, "b", 10);
+    let (c, _) = s.candidates(&[fg, bg]);
+    assert!(c[0].foreground && !c[1].foreground);
+}
+
+#[test]
+fn announced_processes_are_instances_not_pid_numbers() {
+    let mut s = sched(cfg("appflow"));
+    let mut r = Recorder::default();
+    s.notify(EventKind::Launch, "a", id(500), 0, &mut r)
+        .unwrap();
+    let a = ProcId {
+        pid: 500,
+        start_time: 500,
+    };
+    assert_eq!(s.app_of_announced(a), Some("a"));
+    // The same PID with another start time is another process.
+    let stranger = ProcId {
+        pid: 500,
+        start_time: 9_999,
+    };
+    assert_eq!(s.app_of_announced(stranger), None);
+    // A scan that sees the stranger (a exited without an event) forgets a.
+    let procs = vec![ProcInfo {
+        pid: 500,
+        start_time: 9_999,
+        comm: "sleep".into(),
+        ..Default::default()
+    }];
+    s.tick(
+        &sample(100, 0, 800),
+        0,
+        &procs,
+        Mechs {
+            preload: &mut Recorder::default(),
+            reclaim: &mut Recorder::default(),
+            kill: &mut r,
+        },
+    );
+    assert_eq!(s.app_of_announced(a), None);
+    // PID 1 and the daemon's own pids are refused.
+    for pid in [0, 1, 7] {
+        let e = s
+            .notify(EventKind::Launch, "a", id(pid), 200, &mut r)
+            .unwrap_err();
+        assert_eq!(e, EventError::ForbiddenPid(pid));
+    }
+}
+
+#[test]
+fn undeclared_app_names_are_bounded() {
+    let mut c = cfg("appflow");
+    c.max_undeclared_apps = 3;
+    let mut s = Scheduler::new(c, curve(), &["decl".to_string()], &[]);
+    let mut r = Recorder::default();
+    for i in 0..3 {
+        s.notify(EventKind::Foreground, &format!("n{i}"), None, 0, &mut r)
+            .unwrap();
+    }
+    let e = s
+        .notify(EventKind::Foreground, "n3", None, 0, &mut r)
+        .unwrap_err();
+    assert!(matches!(e, EventError::UnknownApp(_)));
+    // Declared and already known names still work.
+    s.notify(EventKind::Foreground, "decl", None, 0, &mut r)
+        .unwrap();
+    s.notify(EventKind::Background, "n1", None, 0, &mut r)
+        .unwrap();
+}
+
+#[test]
+fn a_record_stream_replays_to_the_same_decisions() {
+    let records = vec![
+        Record::Tick {
+            sample: sample(0, 0, 800),
+            now_unix_ms: 0,
+            procs: vec![],
+        },
+        Record::Event {
+            now_ms: 50,
+            event: EventKind::Launch,
+            app: "a".into(),
+            proc_id: id(40),
+        },
+        Record::Tick {
+            sample: sample(100, 30_000, 100),
+            now_unix_ms: 100,
+            procs: vec![proc_(40, "a", 300), proc_(41, "b", 200)],
+        },
+    ];
+    let run = || {
+        let mut s = sched(cfg("appflow"));
+        let (mut p, mut q, mut k) = (
+            Recorder::default(),
+            Recorder::default(),
+            Recorder::default(),
+        );
+        for rec in &records {
+            s.apply(
+                rec,
+                Mechs {
+                    preload: &mut p,
+                    reclaim: &mut q,
+                    kill: &mut k,
+                },
+            )
+            .unwrap();
+        }
+        (s.take_decisions(), p.calls, q.calls, k.calls)
+    };
+    let a = run();
+    assert_eq!(a, run());
+    assert!(a.0.iter().any(|d| d.kind == "reclaim"));
+}
