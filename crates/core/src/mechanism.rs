@@ -175,3 +175,15 @@ impl KillMechanism for Recorder {
         Ok(KillOutcome { reaped: true })
     }
 }
+
+impl crate::scheduler::Mechanisms for Recorder {
+    fn preload(&mut self) -> &mut dyn PreloadMechanism {
+        self
+    }
+    fn reclaim(&mut self) -> &mut dyn ReclaimMechanism {
+        self
+    }
+    fn kill(&mut self) -> &mut dyn KillMechanism {
+        self
+    }
+}

@@ -44,6 +44,9 @@ pub enum Reason {
     /// No kill: only recently used apps remain and the domain is not about
     /// to run out (swap has room or anonymous memory is not dominant).
     KillDeferredRecent = 206,
+    /// Killed by the kernel's OOM killer: an allocation could not be met
+    /// (simulator kernel model; on Linux the kernel does it, not appflow).
+    KillKernelOom = 207,
     /// Excluded: foreground app.
     ExcludedForeground = 210,
     /// Excluded: protected or system process.
@@ -91,6 +94,7 @@ impl Reason {
             KillWaitingForMemory => "kill_waiting_for_memory",
             KillLruByAdj => "kill_lru_by_adj",
             KillDeferredRecent => "kill_deferred_recent",
+            KillKernelOom => "kill_kernel_oom",
             ExcludedForeground => "excluded_foreground",
             ExcludedProtected => "excluded_protected",
             ExcludedSelf => "excluded_self",

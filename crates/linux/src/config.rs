@@ -414,7 +414,7 @@ impl Config {
     /// The registered policy (validated).
     pub fn policy(&self) -> &'static appflow_core::policy::Policy {
         appflow_core::policy::lookup(&self.daemon.policy)
-            .unwrap_or(&appflow_core::policy::REGISTRY[0])
+            .unwrap_or(appflow_core::policy::REGISTRY[0])
     }
 
     /// The scheduler's configuration: the policy and the modules' parameters,

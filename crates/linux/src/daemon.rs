@@ -23,8 +23,8 @@ pub mod metrics;
 pub mod run;
 
 pub use appflow_core::scheduler::{
-    Decision, DomainSample, EventError, EventKind, Mark, Mechs, ProcId, ProcInfo, Record,
-    Scheduler, SchedulerConfig,
+    Decision, DomainSample, EventError, EventKind, Mark, Mechanisms, Mechs, ProcId, ProcInfo,
+    Record, Scheduler, SchedulerConfig,
 };
 use appflow_core::storage::{CurvePoint, ThroughputCurve};
 use appflow_core::KIB;

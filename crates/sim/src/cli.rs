@@ -5,7 +5,7 @@ use crate::devfile;
 use crate::device::{self, DEVICE_NAMES};
 use crate::engine::SimConfig;
 use crate::output;
-use crate::policy::{self, Policy, POLICY_NAMES};
+use crate::policy::{self, Policy};
 use crate::trace;
 use crate::workload::{self, Setup, Workload, WORKLOAD_NAMES};
 use appflow_core::report::RunReport;
@@ -48,11 +48,11 @@ pub struct SimArgs {
     /// Workload: none (no background), low, medium, high (§6.1), multitask (§6.3) or trace (needs --trace).
     #[arg(long, default_value = "high")]
     pub workload: String,
-    /// Comma-separated policies: android, paralfetch, acclaim, acclaim+paralfetch,
-    /// appflow, appflow-sfp, appflow-amr, appflow-cpk.
+    /// Comma-separated policies (names or aliases of the policy registry).
     #[arg(
         long,
-        default_value = "android,paralfetch,acclaim,acclaim+paralfetch,appflow"
+        default_value = "android,paralfetch,acclaim,acclaim+paralfetch,appflow",
+        long_help = policy_help()
     )]
     pub policy: String,
     /// Seed of the run: same seed, same output, byte for byte.
@@ -115,6 +115,13 @@ pub fn catalogue_of(a: &SimArgs) -> anyhow::Result<(Vec<catalog::AppSpec>, Setup
     Ok((catalog::catalogue(), Setup::builtin()))
 }
 
+fn policy_help() -> String {
+    format!(
+        "Comma-separated policies, by name or alias:\n{}",
+        appflow_core::policy::help_text()
+    )
+}
+
 /// Runs `appflow sim`.
 pub fn run(a: SimArgs) -> anyhow::Result<()> {
     let (cat, setup) = catalogue_of(&a)?;
@@ -159,7 +166,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
 fn listing(cat: &[catalog::AppSpec]) -> String {
     let mut s = String::new();
     s.push_str(&format!("devices:   {}\n", DEVICE_NAMES.join(", ")));
-    s.push_str(&format!("policies:  {}\n", POLICY_NAMES.join(", ")));
+    s.push_str(&format!("policies:  {}\n", policy::names().join(", ")));
     s.push_str(&format!("workloads: {}\n", WORKLOAD_NAMES.join(", ")));
     s.push_str("apps (name, class, anon MiB, file MiB, small files):\n");
     for a in cat {

@@ -8,8 +8,12 @@
 //! | [`device`] | device presets (DRAM, zram, swap, storage curve, reclaim costs) and their sources |
 //! | [`devfile`] | device and app files (`--device-file`, `--apps-file`): any device, e.g. the testbed's domain |
 //! | [`catalog`] | the app catalogue (Table 1 GB-scale apps, low-memory and tail apps) and generated launch profiles |
-//! | [`policy`] | the policies by name (android, paralfetch, acclaim, appflow and its ablations) |
-//! | [`engine`] | the kernel model (LRU, kswapd, direct reclaim, zram, swap, killer) and the launch model |
+//! | [`policy`] | the policies by name, resolved through the core's registry |
+//! | [`engine`] | the device state and the event loop that drives the core's scheduler |
+//! | [`kernel`] | the kernel model (LRU, kswapd, direct reclaim, zram, swap, PSI, lmkd, OOM killer) |
+//! | [`launch`] | the launch model (phases, reads, CPU, allocation, 5 ms steps) |
+//! | [`worker`] | the preload worker and the mechanism traits the scheduler acts through |
+//! | [`peers`] | kernel variants of other systems (Acclaim) |
 //! | [`trace`] | the app-usage trace format, its reader and the long-trace generator |
 //! | [`workload`] | the §6.1 scenarios, multitask rounds, trace replay, and the report they produce |
 //! | [`output`] | table / JSON / CSV output, SVG plot and the paper's reported figures |
@@ -20,8 +24,12 @@ pub mod cli;
 pub mod devfile;
 pub mod device;
 pub mod engine;
+pub mod kernel;
+pub mod launch;
 pub mod output;
+pub mod peers;
 pub mod policy;
 pub mod rng;
 pub mod trace;
+pub mod worker;
 pub mod workload;

@@ -11,7 +11,7 @@ use appflow_sim::catalog::{self, catalogue};
 use appflow_sim::cli::{simulate, Format, SimArgs};
 use appflow_sim::device;
 use appflow_sim::engine::{Sim, SimConfig};
-use appflow_sim::policy::{Policy, POLICY_NAMES};
+use appflow_sim::policy::{self, Policy};
 use appflow_sim::trace::{self, EventKind, TraceReader};
 use appflow_sim::workload::{self, Workload};
 use std::path::{Path, PathBuf};
@@ -99,7 +99,7 @@ fn csv_and_tsv_readers_give_the_same_expected_events() {
 /// Summaries of every policy on two tiny deterministic scenarios.
 fn golden_now() -> serde_json::Value {
     let mut out = serde_json::Map::new();
-    let all = POLICY_NAMES.join(",");
+    let all = policy::names().join(",");
     let mut a = args("pixel8-6gb", "trace", &all);
     a.trace = Some(data("small.csv"));
     let mut b = args("pixel8-6gb", "high", &all);
@@ -393,7 +393,7 @@ fn generated_trace_replays_under_every_policy() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("t.csv");
     std::fs::write(&p, text).unwrap();
-    let mut a = args("pixel8-8gb", "trace", &POLICY_NAMES.join(","));
+    let mut a = args("pixel8-8gb", "trace", &policy::names().join(","));
     a.trace = Some(p);
     let r = simulate(&a, &cat).unwrap();
     for res in &r.results {

@@ -212,7 +212,19 @@ pub struct Decision {
     pub mark: Option<Mark>,
 }
 
-/// The mechanisms a record drives.
+/// Everything the scheduler acts through. One object may implement all
+/// three mechanisms (the simulator's kernel model does); [`Mechs`] bundles
+/// three separate ones (the daemon's worker, reclaimer and killer).
+pub trait Mechanisms {
+    /// Preloading.
+    fn preload(&mut self) -> &mut dyn PreloadMechanism;
+    /// Reclaim modes and page-out.
+    fn reclaim(&mut self) -> &mut dyn ReclaimMechanism;
+    /// Kills.
+    fn kill(&mut self) -> &mut dyn KillMechanism;
+}
+
+/// Three separate mechanisms as one [`Mechanisms`].
 pub struct Mechs<'a> {
     /// Preloading.
     pub preload: &'a mut dyn PreloadMechanism,
@@ -220,6 +232,18 @@ pub struct Mechs<'a> {
     pub reclaim: &'a mut dyn ReclaimMechanism,
     /// Kills.
     pub kill: &'a mut dyn KillMechanism,
+}
+
+impl Mechanisms for Mechs<'_> {
+    fn preload(&mut self) -> &mut dyn PreloadMechanism {
+        self.preload
+    }
+    fn reclaim(&mut self) -> &mut dyn ReclaimMechanism {
+        self.reclaim
+    }
+    fn kill(&mut self) -> &mut dyn KillMechanism {
+        self.kill
+    }
 }
 
 /// Why an event was refused (the reply's message).
@@ -481,7 +505,7 @@ impl Scheduler {
     }
 
     /// Acts on one record: the single entry point of every driver.
-    pub fn apply(&mut self, r: &Record, m: Mechs<'_>) -> Result<String, EventError> {
+    pub fn apply(&mut self, r: &Record, m: &mut dyn Mechanisms) -> Result<String, EventError> {
         match r {
             Record::Tick {
                 sample,
@@ -496,20 +520,47 @@ impl Scheduler {
                 event,
                 app,
                 proc_id,
-            } => self.notify(*event, app, *proc_id, *now_ms, m.preload),
+            } => self.notify(*event, app, *proc_id, *now_ms, m.preload()),
         }
     }
 
     /// One tick: forget dead announced processes, then the preloader's,
     /// the reclaimer's and (when its trigger says so) the killer's parts.
     /// `procs` must carry footprints when [`Self::kill_wanted`] says yes.
-    pub fn tick(&mut self, s: &DomainSample, now_unix_ms: u64, procs: &[ProcInfo], m: Mechs<'_>) {
+    pub fn tick(
+        &mut self,
+        s: &DomainSample,
+        now_unix_ms: u64,
+        procs: &[ProcInfo],
+        m: &mut dyn Mechanisms,
+    ) {
         self.prune_announced(procs);
-        self.preload_step(s.now_ms, now_unix_ms, m.preload);
-        self.reclaim_step(s, procs, m.reclaim);
+        self.preload_step(s.now_ms, now_unix_ms, m.preload());
+        self.reclaim_step(s, procs, m.reclaim());
         if self.kill_wanted(s).is_ok() {
-            self.kill_step(s, procs, m.kill);
+            self.kill_step(s, procs, m.kill());
         }
+    }
+
+    /// Forgets everything about the running apps (a device reset: every app
+    /// killed, caches dropped) but keeps the profiles, the plan and the
+    /// counters, so a replay of many users does not re-plan for each.
+    pub fn reset_state(&mut self) {
+        for a in self.apps.values_mut() {
+            *a = AppState::default();
+        }
+        self.standby.clear();
+        self.standby_dirty = true;
+        self.controller = ReclaimController::new();
+        self.prev_alloc = None;
+        self.foreground = None;
+        self.fg_notified = false;
+        self.last_kill_ms = None;
+        self.last_kill_reason = None;
+        self.ef_reapply_at_ms = 0;
+        self.dropped_cold = false;
+        self.last_sample = None;
+        self.last_alloc_pages = 0;
     }
 
     /// Forgets announced processes that are gone: a PID absent from the
@@ -598,6 +649,30 @@ impl Scheduler {
         );
         Ok(reply)
     }
+}
+
+/// Replays recorded inputs through a fresh scheduler against a recording
+/// fake of the mechanisms; returns the decision stream and the mechanism
+/// calls. Drivers differ only in how they build `cfg`: replaying one
+/// record file with the daemon's and the simulator's configuration of the
+/// same policy must give the same stream.
+pub fn replay(
+    cfg: SchedulerConfig,
+    curve: ThroughputCurve,
+    profiles: Vec<LaunchProfile>,
+    declared: &[String],
+    records: &[Record],
+) -> (Vec<Decision>, Vec<crate::mechanism::Call>) {
+    let mut s = Scheduler::new(cfg, curve, declared, &[]);
+    s.set_profiles(profiles);
+    let mut fake = crate::mechanism::Recorder::default();
+    let mut decisions = Vec::new();
+    for r in records {
+        // A refused event is part of the stream too (nothing is decided).
+        let _ = s.apply(r, &mut fake);
+        decisions.extend(s.take_decisions());
+    }
+    (decisions, fake.calls)
 }
 
 #[cfg(test)]

@@ -4,12 +4,15 @@
 //!
 //! Rules kept here, for every driver alike:
 //! * Standby sets are held only while no app is launching and the reclaimer
-//!   is in its normal mode, and only when the domain has room for them above
-//!   M_F: during a launch the worker reads nothing but the launching app's
+//!   is in its normal mode, and only when the domain has room for them:
+//!   during a launch the worker reads nothing but the launching app's
 //!   stream (the launch owns the device's I/O and memory).
-//! * A launch stream is bounded by the memory available at that moment
-//!   above M_F, so preloading never pushes the domain into reclaim it would
-//!   not otherwise need.
+//! * A launch stream is bounded by the room at that moment.
+//!
+//! *Room* is the memory available (free plus reclaimable page cache) above
+//! the killer's trigger level (`killer.trigger_avail_fraction` of the
+//! domain): what preloading locks or keeps can never, by itself, bring the
+//! domain to the point where the killer has to act.
 
 use super::{Mark, Scheduler};
 use crate::mechanism::{Hold, MechError, PreloadMechanism};
@@ -117,14 +120,14 @@ impl Scheduler {
         !self.any_launching() && self.controller.mode() == ReclaimMode::Normal
     }
 
-    /// Room for `bytes` more above M_F (unbounded before the first sample).
-    fn room_for(&self, bytes: u64) -> bool {
+    /// Room for preloading now (unbounded before the first sample).
+    fn room(&self) -> u64 {
         match &self.last_sample {
             Some(s) => {
-                let m_f = self.cfg.reclaim.low_memory_threshold(s.total_bytes);
-                s.avail_bytes >= m_f.saturating_add(bytes)
+                let floor = self.cfg.killer.trigger_avail_fraction * s.total_bytes as f64;
+                s.avail_bytes.saturating_sub(floor as u64)
             }
-            None => true,
+            None => u64::MAX,
         }
     }
 
@@ -155,7 +158,7 @@ impl Scheduler {
                 continue;
             };
             let set_bytes: u64 = spans.iter().map(|s| s.len).sum();
-            if !self.room_for(set_bytes) {
+            if set_bytes > self.room() {
                 // Try again on a later tick, once there is room.
                 self.standby_dirty = true;
                 continue;
@@ -233,7 +236,7 @@ impl Scheduler {
             PreloadStrategy::KeepAll | PreloadStrategy::None => Vec::new(),
         };
         let wanted: u64 = spans.iter().map(|s| s.len).sum();
-        let cap = self.stream_cap();
+        let cap = self.room();
         if wanted > cap {
             let mut kept = 0;
             spans.retain(|s| {
@@ -245,7 +248,9 @@ impl Scheduler {
             });
         }
         if spans.is_empty() {
-            let d = format!("{app} launching: nothing to stream (profile {wanted} bytes, room {cap} bytes above M_F)");
+            let d = format!(
+                "{app} launching: nothing to stream (profile {wanted} bytes, room {cap} bytes)"
+            );
             self.log(now_ms, "preload", None, d.clone());
             return d;
         }
@@ -253,7 +258,7 @@ impl Scheduler {
             Ok(bytes) => {
                 self.stats.preload_queued_bytes_protect += bytes;
                 let detail = format!(
-                    "{app} launching: streaming {} reads, {bytes} of {wanted} bytes (room {cap} above M_F), cutoff {cutoff} bytes, protected until launched ({})",
+                    "{app} launching: streaming {} reads, {bytes} of {wanted} bytes (room {cap}), cutoff {cutoff} bytes, protected until launched ({})",
                     spans.len(),
                     Reason::ReclaimLaunchProtect
                 );
@@ -269,17 +274,6 @@ impl Scheduler {
                 self.mech_error(now_ms, &format!("launch stream of {app}"), &e);
                 format!("{app} launching: stream failed: {e}")
             }
-        }
-    }
-
-    /// What a launch stream may hold: the memory available above M_F now.
-    fn stream_cap(&self) -> u64 {
-        match &self.last_sample {
-            Some(s) => {
-                let m_f = self.cfg.reclaim.low_memory_threshold(s.total_bytes);
-                s.avail_bytes.saturating_sub(m_f)
-            }
-            None => u64::MAX,
         }
     }
 
@@ -363,6 +357,14 @@ impl Scheduler {
                 format!("{app}: no launched event within {timeout} ms"),
             );
             self.abandon_launch(&app, now_ms, preload);
+        }
+    }
+
+    /// Solves the cutoff plan now if it is out of date (drivers that want
+    /// the plan before the first tick).
+    pub fn ensure_plan(&mut self, now_ms: u64, now_unix_ms: u64) {
+        if self.plan_dirty && self.cfg.preload_strategy() != PreloadStrategy::None {
+            self.replan(now_ms, now_unix_ms);
         }
     }
 

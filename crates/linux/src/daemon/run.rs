@@ -694,7 +694,7 @@ impl Runtime {
         }
         let out = self.sched.apply(
             rec,
-            Mechs {
+            &mut Mechs {
                 preload: &mut self.worker,
                 reclaim: &mut self.reclaim,
                 kill: &mut self.killer,

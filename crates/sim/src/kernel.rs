@@ -1,0 +1,566 @@
+//! The simulated kernel: memory accounting, the LRU, kswapd and direct
+//! reclaim, zram and flash swap, PSI, Android's lmkd and the kernel's OOM
+//! killer. Nothing of a user-space policy lives here: the reclaim mode the
+//! scheduler sets is a setting (swappiness 0 in efficiency-first), like on
+//! a real kernel, and pages the preload worker locks are unevictable.
+//!
+//! Free memory = DRAM − reserve − anon − page cache − zram pool. kswapd wakes
+//! below the low watermark and reclaims to the high one (on its own core);
+//! an allocation that would cross the min watermark reclaims synchronously
+//! (direct reclaim, counted per 32-page batch like `allocstall`). Stock
+//! reclaim scans anon and file in proportion to the list sizes (swappiness
+//! 100, Android's init.rc value); anonymous pages go to zram, then to flash
+//! swap; file pages are dropped. lmkd (PSI and swap triggers, adj then LRU)
+//! runs when the policy leaves the killing to the platform; an allocation
+//! that nothing can satisfy is the OOM killer's.
+
+// Cells are parallel [chunk][bucket] arrays of several holders; index loops read clearer.
+#![allow(clippy::needless_range_loop)]
+
+use crate::catalog::{Cells, CHUNKS};
+use crate::engine::{cells_sum, Holder, Sim, PSI_BUCKETS};
+use appflow_core::killer::{self, Candidate};
+use appflow_core::mechanism::KillMechanism;
+use appflow_core::policy::KillerStrategy;
+use appflow_core::reason::Reason;
+use appflow_core::reclaim::ReclaimMode;
+use appflow_core::scheduler::ProcId;
+use appflow_core::PAGE_BYTES;
+
+/// SWAP_CLUSTER_MAX: pages per direct-reclaim batch (one `allocstall`).
+pub const RECLAIM_BATCH_PAGES: u64 = 32;
+/// lmkd: PSI "some" over 1 s that counts as medium pressure (ro.lmk.psi_partial_stall_ms = 70).
+pub const LMKD_PSI_SOME: f64 = 0.07;
+/// lmkd: PSI "full" over 1 s that counts as critical (ro.lmk.psi_complete_stall_ms = 700).
+pub const LMKD_PSI_FULL: f64 = 0.70;
+/// lmkd: medium pressure kills only when free swap is below this share (ro.lmk.swap_free_low_percentage = 10).
+pub const LMKD_SWAP_FREE_LOW: f64 = 0.10;
+/// lmkd: wait for a victim's memory before the next kill (ro.lmk.kill_timeout_ms = 100).
+pub const LMKD_KILL_TIMEOUT_US: u64 = 100_000;
+const PSI_BUCKET_US: u64 = 100_000;
+
+/// Removes up to `n` pages from cells, proportionally; returns pages removed.
+pub(crate) fn take_cells(c: &mut Cells, n: u64) -> u64 {
+    let total = cells_sum(c);
+    if total == 0 || n == 0 {
+        return 0;
+    }
+    if n >= total {
+        *c = [[0; 2]; CHUNKS];
+        return total;
+    }
+    let mut taken = 0;
+    for cell in c.iter_mut() {
+        for v in cell.iter_mut() {
+            let t = (*v as u128 * n as u128 / total as u128) as u64;
+            *v -= t;
+            taken += t;
+        }
+    }
+    // Remainder from the last chunks first (latest-accessed pages).
+    'outer: for cell in c.iter_mut().rev() {
+        for v in cell.iter_mut().rev() {
+            if taken >= n {
+                break 'outer;
+            }
+            let t = (*v).min(n - taken);
+            *v -= t;
+            taken += t;
+        }
+    }
+    taken
+}
+
+impl Sim<'_> {
+    // ------------------------------------------------------------------
+    // Accounting
+    // ------------------------------------------------------------------
+
+    /// zram's compressed pool where it takes DRAM (0 when the device's pool
+    /// lies outside the apps' memory, like the testbed's uncharged zram).
+    pub(crate) fn zram_pool(&self) -> u64 {
+        if !self.dev.zram_pool_in_dram {
+            return 0;
+        }
+        (self.zram_stored as f64 / self.dev.zram_ratio).ceil() as u64
+    }
+
+    /// Free pages.
+    pub fn free_pages(&self) -> u64 {
+        let used = self.reserved_pages + self.anon_total + self.file_total + self.zram_pool();
+        self.dram_pages.saturating_sub(used)
+    }
+
+    /// M_aval as the scheduler sees it: free memory plus page cache that
+    /// reclaim may drop (like MemAvailable; the same value the daemon reads).
+    pub fn avail_pages(&self) -> u64 {
+        self.free_pages() + self.reclaimable_file()
+    }
+
+    pub(crate) fn min_pages(&self) -> u64 {
+        self.dev.wmark_min_bytes / PAGE_BYTES
+    }
+
+    pub(crate) fn low_pages(&self) -> u64 {
+        self.dev.wmark_low_bytes / PAGE_BYTES
+    }
+
+    /// Checks that per-app state adds up to the totals and to DRAM.
+    /// Returns a description of the first mismatch.
+    pub fn check_accounting(&self) -> Result<(), String> {
+        let mut anon = 0;
+        let mut file = 0;
+        let mut zram = 0;
+        let mut swap = 0;
+        for (i, s) in self.st.iter().enumerate() {
+            if !s.alive && s.anon_total() > 0 {
+                return Err(format!("dead app {i} holds anonymous memory"));
+            }
+            for k in 0..CHUNKS {
+                for b in 0..2 {
+                    if s.cached(k, b) > self.models[i].chunk_pages[k][b] {
+                        return Err(format!("app {i} chunk {k}/{b} caches more than its files"));
+                    }
+                }
+            }
+            anon += s.anon_res;
+            zram += s.anon_zram;
+            swap += s.anon_swap;
+            let sums = [cells_sum(&s.own), cells_sum(&s.held), cells_sum(&s.stream)];
+            if sums != s.sum {
+                return Err(format!(
+                    "app {i} holder sums drift: {sums:?} vs {:?}",
+                    s.sum
+                ));
+            }
+            file += sums.iter().sum::<u64>() + s.other_file;
+        }
+        if anon != self.anon_total || file != self.file_total {
+            return Err(format!(
+                "totals drift: anon {anon} vs {}, file {file} vs {}",
+                self.anon_total, self.file_total
+            ));
+        }
+        if zram != self.zram_stored || swap != self.swap_used {
+            return Err("swap totals drift".into());
+        }
+        if zram > self.zram_cap || swap > self.swap_cap {
+            return Err("swap over capacity".into());
+        }
+        let used = self.reserved_pages + anon + file + self.zram_pool();
+        if used > self.dram_pages {
+            return Err(format!(
+                "memory overcommitted: {used} > {}",
+                self.dram_pages
+            ));
+        }
+        Ok(())
+    }
+
+    /// Adds `n` pages of app `a`'s launch files to the page cache for `h`.
+    pub(crate) fn add_file(&mut self, a: usize, h: Holder, k: usize, b: usize, n: u64) {
+        self.st[a].cells_mut(h)[k][b] += n;
+        self.st[a].sum[h as usize] += n;
+        self.file_total += n;
+        self.alloc_counter += n;
+        // Re-reading evicted pages is a refault.
+        let r = n.min(self.st[a].evicted_outstanding);
+        self.st[a].evicted_outstanding -= r;
+        self.counters.refault_file_pages += r;
+    }
+
+    // ------------------------------------------------------------------
+    // Reclaim
+    // ------------------------------------------------------------------
+
+    /// Pages the worker streamed for a launch are locked (mlock) until the
+    /// launch ends: unevictable.
+    pub(crate) fn file_protected(&self, a: usize, h: Holder) -> bool {
+        h == Holder::Stream && self.launching == Some(a)
+    }
+
+    pub(crate) fn reclaimable_file(&self) -> u64 {
+        let locked = self
+            .launching
+            .map(|a| self.st[a].sum[Holder::Stream as usize])
+            .unwrap_or(0);
+        self.file_total.saturating_sub(locked)
+    }
+
+    pub(crate) fn swap_room(&self) -> u64 {
+        (self.zram_cap - self.zram_stored) + (self.swap_cap - self.swap_used)
+    }
+
+    fn reclaimable_anon(&self) -> u64 {
+        if self.swap_room() == 0 {
+            return 0;
+        }
+        let fg = self.fg.map(|a| self.st[a].anon_res).unwrap_or(0);
+        (self.anon_total - fg).min(self.swap_room())
+    }
+
+    /// Evicts up to `n` file pages in LRU order; returns pages evicted.
+    pub(crate) fn evict_file(&mut self, n: u64) -> u64 {
+        let mut got = 0;
+        let order: Vec<usize> = self.lru.clone();
+        let fg = self.fg;
+        // 1. background apps, oldest first: their own pages and other cache.
+        'passes: for pass in 0..4 {
+            for &a in &order {
+                if got >= n {
+                    break 'passes;
+                }
+                let is_fg = Some(a) == fg || Some(a) == self.launching;
+                let holders: &[Holder] = match pass {
+                    0 if !is_fg => &[Holder::Own],
+                    1 => &[Holder::Held],
+                    2 => &[Holder::Stream],
+                    3 if is_fg => &[Holder::Own],
+                    _ => &[],
+                };
+                for &h in holders {
+                    if self.st[a].sum[h as usize] == 0 || self.file_protected(a, h) {
+                        continue;
+                    }
+                    let t = take_cells(self.st[a].cells_mut(h), n - got);
+                    self.st[a].sum[h as usize] -= t;
+                    self.st[a].evicted_outstanding += t;
+                    got += t;
+                }
+                if (pass == 0 && !is_fg) || (pass == 3 && is_fg) {
+                    let t = self.st[a].other_file.min(n - got);
+                    self.st[a].other_file -= t;
+                    got += t;
+                }
+            }
+        }
+        self.file_total -= got;
+        self.counters.evicted_file_pages += got;
+        got
+    }
+
+    /// Swaps out up to `n` anonymous pages of background apps (oldest
+    /// first), or of `only` when given. Returns (pages, cpu ms, flash ms).
+    pub(crate) fn evict_anon(&mut self, n: u64, only: Option<usize>) -> (u64, f64, f64) {
+        let mut got = 0;
+        let (mut cpu, mut flash) = (0.0, 0.0);
+        let order: Vec<usize> = match only {
+            Some(a) => vec![a],
+            None => self.lru.clone(),
+        };
+        for a in order {
+            if got >= n {
+                break;
+            }
+            if only.is_none() && (Some(a) == self.fg || Some(a) == self.launching) {
+                continue;
+            }
+            let mut t = self.st[a].anon_res.min(n - got);
+            let z = t.min(self.zram_cap - self.zram_stored);
+            let f = (t - z).min(self.swap_cap - self.swap_used);
+            t = z + f;
+            self.st[a].anon_res -= t;
+            self.st[a].anon_zram += z;
+            self.st[a].anon_swap += f;
+            self.zram_stored += z;
+            self.swap_used += f;
+            cpu += z as f64 * self.dev.anon_zram_ms_per_mib / 256.0;
+            flash += f as f64 * PAGE_BYTES as f64 / self.dev.swap_write_bytes_per_sec * 1000.0;
+            got += t;
+        }
+        self.anon_total -= got;
+        self.counters.evicted_anon_pages += got;
+        (got, cpu, flash)
+    }
+
+    /// Reclaims until `want` pages are free (net) or `budget_ms` of work is
+    /// spent. Returns (net pages freed, ms used).
+    pub(crate) fn reclaim(&mut self, want: u64, budget_ms: f64) -> (u64, f64) {
+        let mut freed = 0u64;
+        let mut used = 0.0;
+        let file_ms = self.dev.file_drop_ms_per_mib / 256.0;
+        // Work in rounds so the anon/file mix follows the list sizes.
+        let mut rounds = 0;
+        while freed < want && used < budget_ms && rounds < 64 {
+            rounds += 1;
+            let file_avail = self.reclaimable_file();
+            let anon_avail = self.reclaimable_anon();
+            if file_avail == 0 && anon_avail == 0 {
+                break;
+            }
+            let high = self.dev.wmark_high_bytes / PAGE_BYTES;
+            let anon_frac = if self.mode == ReclaimMode::EfficiencyFirst {
+                // Swappiness 0: file only; anon only when file is nearly
+                // gone (the kernel's "file is tiny" rule in get_scan_count
+                // scans anon at swappiness 0 once file + free is below the
+                // high watermark).
+                if file_avail + self.free_pages() < high || file_avail == 0 {
+                    1.0
+                } else {
+                    0.0
+                }
+            } else {
+                anon_avail as f64 / (anon_avail + file_avail) as f64
+            };
+            let zr = if self.dev.zram_pool_in_dram {
+                1.0 - 1.0 / self.dev.zram_ratio
+            } else {
+                1.0
+            };
+            let net_per_scan = anon_frac * zr + (1.0 - anon_frac);
+            let ms_per_scan =
+                anon_frac * self.dev.anon_zram_ms_per_mib / 256.0 + (1.0 - anon_frac) * file_ms;
+            let need = (want - freed) as f64 / net_per_scan.max(1e-9);
+            let afford = (budget_ms - used) / ms_per_scan.max(1e-9);
+            let scan = need.min(afford).ceil().max(RECLAIM_BATCH_PAGES as f64) as u64;
+            let a_want = (scan as f64 * anon_frac).round() as u64;
+            let f_want = scan - a_want;
+            let f_got = if f_want > 0 {
+                self.evict_file(f_want)
+            } else {
+                0
+            };
+            used += f_got as f64 * file_ms;
+            let pool_before = self.zram_pool();
+            let (a_got, cpu, flash) = if a_want > 0 {
+                self.evict_anon(a_want, None)
+            } else {
+                (0, 0.0, 0.0)
+            };
+            used += cpu + flash;
+            let pool_growth = self.zram_pool() - pool_before;
+            let net = (f_got + a_got).saturating_sub(pool_growth);
+            freed += net;
+            if f_got + a_got == 0 {
+                break;
+            }
+        }
+        (freed, used)
+    }
+
+    /// Allocates up to `n` pages for a task with `t_ms` of time left;
+    /// reclaims directly when the min watermark would be crossed. Returns
+    /// pages obtained; `t_ms` is reduced by the time spent stalled.
+    pub(crate) fn alloc(&mut self, n: u64, t_ms: &mut f64, stall_counts: bool) -> u64 {
+        let min = self.min_pages();
+        let free = self.free_pages();
+        if free < self.low_pages() + n {
+            self.kswapd_on = true;
+        }
+        if free >= min + n {
+            self.alloc_counter += n;
+            return n;
+        }
+        let mut got = free.saturating_sub(min).min(n);
+        // Direct reclaim: the task's threads reclaim in parallel.
+        while got < n && *t_ms > 1e-9 {
+            let threads = self.dev.direct_reclaim_threads;
+            let want = n - got;
+            let (freed, used) = self.reclaim(want, *t_ms * threads);
+            let wall = used / threads;
+            *t_ms -= wall.min(*t_ms);
+            if stall_counts {
+                self.counters.direct_reclaims += freed.div_ceil(RECLAIM_BATCH_PAGES).max(1);
+                self.counters.direct_reclaim_ms += wall;
+                self.add_psi(wall, 0.0);
+            }
+            if freed == 0 {
+                // Nothing reclaimable: the task is blocked until a kill.
+                self.blocked = true;
+                if stall_counts {
+                    self.add_psi(*t_ms, *t_ms);
+                }
+                *t_ms = 0.0;
+                break;
+            }
+            // Nothing is committed until the caller takes the pages.
+            got = self.free_pages().saturating_sub(min).min(n);
+        }
+        self.alloc_counter += got;
+        got
+    }
+
+    pub(crate) fn run_kswapd(&mut self, budget_ms: f64) {
+        if !self.kswapd_on {
+            return;
+        }
+        let target = self.kswapd_target();
+        let free = self.free_pages();
+        if free >= target {
+            self.kswapd_on = false;
+            return;
+        }
+        let (freed, _) = self.reclaim(target - free, budget_ms);
+        if freed == 0 || self.free_pages() >= target {
+            self.kswapd_on = false;
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // PSI
+    // ------------------------------------------------------------------
+
+    pub(crate) fn roll_psi(&mut self) {
+        let b = self.now_us / PSI_BUCKET_US;
+        if b == self.psi_bucket {
+            return;
+        }
+        let gap = (b - self.psi_bucket).min(PSI_BUCKETS as u64);
+        for i in 1..=gap {
+            let idx = ((self.psi_bucket + i) % PSI_BUCKETS as u64) as usize;
+            self.psi_some[idx] = 0.0;
+            self.psi_full[idx] = 0.0;
+        }
+        self.psi_bucket = b;
+    }
+
+    pub(crate) fn add_psi(&mut self, some_ms: f64, full_ms: f64) {
+        self.roll_psi();
+        let idx = (self.psi_bucket % PSI_BUCKETS as u64) as usize;
+        self.psi_some[idx] += some_ms;
+        self.psi_full[idx] += full_ms;
+    }
+
+    /// (some, full) stall share over the last `buckets` × 100 ms.
+    pub(crate) fn psi(&self, buckets: usize) -> (f64, f64) {
+        let mut s = 0.0;
+        let mut f = 0.0;
+        for i in 0..buckets as u64 {
+            if i > self.psi_bucket {
+                break;
+            }
+            let idx = ((self.psi_bucket - i) % PSI_BUCKETS as u64) as usize;
+            s += self.psi_some[idx];
+            f += self.psi_full[idx];
+        }
+        let span = buckets as f64 * PSI_BUCKET_US as f64 / 1000.0;
+        ((s / span).min(1.0), (f / span).min(1.0))
+    }
+
+    // ------------------------------------------------------------------
+    // lmkd and the OOM killer
+    // ------------------------------------------------------------------
+
+    /// oom_score_adj of every alive app, most recently used first: the
+    /// foreground (and launching) app 0, the previous app 700, other cached
+    /// apps 900 + rank (Android's ProcessList values).
+    pub(crate) fn oom_adjs(&self) -> Vec<(usize, i32)> {
+        let mut out = Vec::new();
+        let mut rank = 0;
+        for &a in self.lru.iter().rev() {
+            if !self.st[a].alive {
+                continue;
+            }
+            let fg = Some(a) == self.fg || Some(a) == self.launching;
+            let adj = if fg {
+                0
+            } else if rank == 0 {
+                rank += 1;
+                700
+            } else {
+                rank += 1;
+                900 + rank.min(99)
+            };
+            out.push((a, adj));
+        }
+        out
+    }
+
+    /// The platform's killer: lmkd when the policy leaves killing to it,
+    /// and the kernel's OOM killer when an allocation could not be met.
+    pub(crate) fn kernel_kill_check(&mut self) {
+        let forced = std::mem::take(&mut self.blocked) && self.last_kill_us != Some(self.now_us);
+        let lmkd = self.pol.def.killer == KillerStrategy::Kernel;
+        let reason = if lmkd {
+            let settled = self
+                .last_kill_us
+                .is_none_or(|t| self.now_us.saturating_sub(t) >= LMKD_KILL_TIMEOUT_US);
+            let (some, full) = self.psi(10);
+            let cap = (self.zram_cap + self.swap_cap).max(1);
+            let swap_free = self.swap_room() as f64 / cap as f64;
+            let pressure =
+                (some >= LMKD_PSI_SOME && swap_free < LMKD_SWAP_FREE_LOW) || full >= LMKD_PSI_FULL;
+            if !(forced || settled && pressure) {
+                return;
+            }
+            Reason::KillLruByAdj
+        } else if forced {
+            Reason::KillKernelOom
+        } else {
+            return;
+        };
+        let cands: Vec<(usize, Candidate)> = self
+            .oom_adjs()
+            .into_iter()
+            .map(|(a, adj)| {
+                let s = &self.st[a];
+                let fg = Some(a) == self.fg || Some(a) == self.launching;
+                let c = Candidate {
+                    pid: s.pid,
+                    app: self.models[a].spec.name.clone(),
+                    current_bytes: (s.anon_total() + s.sum[0] + s.other_file) * PAGE_BYTES,
+                    relaunch_bytes: Some(self.models[a].profile.relaunch_footprint_bytes),
+                    last_used_ms: s.last_used_us / 1000,
+                    foreground: fg,
+                    protected: false,
+                    is_self: false,
+                    oom_score_adj: adj,
+                };
+                (a, c)
+            })
+            .collect();
+        let list: Vec<Candidate> = cands.iter().map(|(_, c)| c.clone()).collect();
+        let d = killer::choose_victim_lru(&self.cfg.killer, &list);
+        if let Some(v) = d.victim {
+            let a = cands[v].0;
+            let id = ProcId {
+                pid: self.st[a].pid,
+                start_time: self.st[a].start_ms,
+            };
+            if reason == Reason::KillKernelOom {
+                self.counters.oom_kills += 1;
+            }
+            let _ = self.kill(id, reason);
+        }
+    }
+
+    pub(crate) fn kill_app(&mut self, a: usize) {
+        let s = &mut self.st[a];
+        self.anon_total -= s.anon_res;
+        self.zram_stored -= s.anon_zram;
+        self.swap_used -= s.anon_swap;
+        s.anon_res = 0;
+        s.anon_zram = 0;
+        s.anon_swap = 0;
+        s.alive = false;
+        s.killed = true;
+        s.grow_target = 0;
+        s.grown = 0;
+        self.counters.kills += 1;
+        self.last_kill_us = Some(self.now_us);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn take_cells_removes_exactly_what_it_reports() {
+        let mut c: Cells = [[0; 2]; CHUNKS];
+        for (k, cell) in c.iter_mut().enumerate() {
+            *cell = [k as u64 * 3 + 1, k as u64 * 7];
+        }
+        let total = cells_sum(&c);
+        for n in [0, 1, 5, 97, total - 1, total, total + 10] {
+            let mut d = c;
+            let got = take_cells(&mut d, n);
+            assert_eq!(got, n.min(total));
+            assert_eq!(cells_sum(&d), total - got);
+            assert!(d
+                .iter()
+                .zip(c.iter())
+                .all(|(x, y)| x[0] <= y[0] && x[1] <= y[1]));
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! The launch model: a launch is a list of phases (read a chunk of the
+//! launch files, CPU work, anonymous allocation, swap-in), run in 5 ms steps
+//! against the kernel model, with the preload worker using the flash
+//! capacity the app leaves idle.
+//!
+//! Storage model: a reader of block size b gets at most curve(b) (one
+//! request in flight); the device's capacity is its large-block rate,
+//! shared by all readers. Small reads therefore leave capacity idle
+//! (seed 000 §2.2.1: 79 % of the bandwidth unused during app switches),
+//! which the idle-class preload worker may use.
+
+use crate::catalog::{CHUNKS, LARGE, SMALL};
+use crate::engine::{Holder, Sim};
+use crate::rng;
+use appflow_core::KIB;
+
+/// Launch step, µs.
+pub const STEP_US: u64 = 5_000;
+const STEP_MS: f64 = STEP_US as f64 / 1000.0;
+/// Share of an app's memory touched on a warm/hot relaunch (assumption).
+pub const RELAUNCH_WS_FRACTION: f64 = 0.5;
+/// A launch running longer than this is cut off and counted as stuck, µs.
+const LAUNCH_LIMIT_US: u64 = 600_000_000;
+
+/// How an app came back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaunchKind {
+    /// No process alive.
+    Cold,
+    /// Process alive, much of its memory gone.
+    Warm,
+    /// Process and pages resident.
+    Hot,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// Read chunk `k` (a share `frac` of it); `left` is what remains to
+    /// read of each bucket since the phase began (set on first visit), so
+    /// pages evicted after use are not read twice within the phase.
+    Read {
+        k: usize,
+        frac: f64,
+        left: Option<[u64; 2]>,
+    },
+    Cpu {
+        ms: f64,
+    },
+    Alloc {
+        pages: u64,
+    },
+    SwapIn {
+        zram: u64,
+        flash: u64,
+    },
+}
+
+struct Launch {
+    app: usize,
+    phases: Vec<Phase>,
+    pos: usize,
+}
+
+impl Sim<'_> {
+    fn jitter(&self, tag: &str, a: usize, n: u64) -> f64 {
+        rng::unit(self.cfg.seed, tag, a as u64, n)
+    }
+
+    fn phases(&self, a: usize, kind: LaunchKind) -> Vec<Phase> {
+        let m = &self.models[a];
+        let s = &self.st[a];
+        // CPU time varies ±10 % launch to launch (assumption).
+        let j = 0.9 + 0.2 * self.jitter("cpu", a, s.launches);
+        let mut v = Vec::new();
+        match kind {
+            LaunchKind::Cold => {
+                let cpu = m.spec.cpu_init_ms * self.dev.cpu_scale * j / CHUNKS as f64;
+                let anon = m.anon_pages / CHUNKS as u64;
+                for k in 0..CHUNKS {
+                    v.push(Phase::Read {
+                        k,
+                        frac: 1.0,
+                        left: None,
+                    });
+                    v.push(Phase::Cpu { ms: cpu });
+                    let extra = if k == CHUNKS - 1 {
+                        m.anon_pages - anon * CHUNKS as u64
+                    } else {
+                        0
+                    };
+                    v.push(Phase::Alloc {
+                        pages: anon + extra,
+                    });
+                }
+            }
+            LaunchKind::Warm | LaunchKind::Hot => {
+                let f = RELAUNCH_WS_FRACTION;
+                v.push(Phase::SwapIn {
+                    zram: (s.anon_zram as f64 * f) as u64,
+                    flash: (s.anon_swap as f64 * f) as u64,
+                });
+                for k in 0..CHUNKS {
+                    v.push(Phase::Read {
+                        k,
+                        frac: f,
+                        left: None,
+                    });
+                }
+                v.push(Phase::Cpu {
+                    ms: m.spec.resume_ms * self.dev.cpu_scale * j,
+                });
+            }
+        }
+        v
+    }
+
+    /// Cold, warm or hot, from the app's state now.
+    pub(crate) fn classify(&self, a: usize) -> LaunchKind {
+        let s = &self.st[a];
+        if !s.alive {
+            return LaunchKind::Cold;
+        }
+        let m = &self.models[a];
+        let swapped = (s.anon_zram + s.anon_swap) as f64 / s.anon_total().max(1) as f64;
+        let cached: u64 = (0..CHUNKS).map(|k| s.cached(k, 0) + s.cached(k, 1)).sum();
+        let file_gone = 1.0 - cached as f64 / m.file_pages().max(1) as f64;
+        if swapped > 0.1 || file_gone > 0.1 {
+            LaunchKind::Warm
+        } else {
+            LaunchKind::Hot
+        }
+    }
+
+    /// Runs the launch of `a` in steps until it is ready; returns the time
+    /// it became ready, µs.
+    pub(crate) fn run_launch(&mut self, a: usize, kind: LaunchKind, start: u64) -> u64 {
+        let mut l = Launch {
+            app: a,
+            phases: self.phases(a, kind),
+            pos: 0,
+        };
+        let limit = start + LAUNCH_LIMIT_US;
+        loop {
+            if let Some(done_at) = self.step_launch(&mut l) {
+                return done_at;
+            }
+            if self.now_us >= limit {
+                self.counters.stuck_launches += 1;
+                return self.now_us;
+            }
+        }
+    }
+
+    /// Bookkeeping once a launch is over: counts, and background growth of
+    /// 30-50 % over the post-launch baseline after a cold launch (§4.3),
+    /// unless the app gives its own.
+    pub(crate) fn finish_launch(&mut self, a: usize, kind: LaunchKind) {
+        let s = &mut self.st[a];
+        s.launches += 1;
+        s.ran_before = true;
+        if kind == LaunchKind::Cold {
+            let g = match self.models[a].spec.growth_fraction {
+                Some(g) => g,
+                None => 0.3 + 0.2 * rng::unit(self.cfg.seed, "growth", a as u64, s.launches),
+            };
+            s.grow_target = (s.anon_total() as f64 * g) as u64;
+            s.grown = 0;
+            s.grow_start_us = self.now_us;
+        }
+    }
+
+    /// Read rate at a block size, pages per ms.
+    pub(crate) fn rate_ppm(&self, block_bytes: u64) -> f64 {
+        self.dev.read_curve.throughput(block_bytes) / appflow_core::PAGE_BYTES as f64 / 1000.0
+    }
+
+    /// The flash's full rate (its largest-block throughput), pages per ms.
+    pub(crate) fn device_ppm(&self) -> f64 {
+        let last = self
+            .dev
+            .read_curve
+            .points()
+            .last()
+            .expect("curve has points");
+        last.bytes_per_sec / appflow_core::PAGE_BYTES as f64 / 1000.0
+    }
+
+    /// The block size of the app's current read, if it is reading.
+    fn app_block(&self, l: &Launch) -> Option<u64> {
+        let m = &self.models[l.app];
+        match l.phases.get(l.pos) {
+            Some(Phase::Read { k, frac, left }) => {
+                for b in [SMALL, LARGE] {
+                    let want = (m.chunk_pages[*k][b] as f64 * frac).ceil() as u64;
+                    let need = want.saturating_sub(self.st[l.app].cached(*k, b));
+                    if left.map_or(need, |l| l[b].min(need)) > 0 {
+                        return Some(if b == SMALL {
+                            m.small_block_bytes[*k]
+                        } else {
+                            self.dev.readahead_bytes
+                        });
+                    }
+                }
+                None
+            }
+            Some(Phase::SwapIn { flash, .. }) if *flash > 0 => Some(32 * KIB),
+            _ => None,
+        }
+    }
+
+    /// One 5 ms step of a launch. Returns the completion time when the
+    /// launch finished within the step.
+    fn step_launch(&mut self, l: &mut Launch) -> Option<u64> {
+        let a = l.app;
+        let dt = STEP_MS;
+        let dev_ppm = self.device_ppm();
+        let demand = self.app_block(l).map(|b| self.rate_ppm(b)).unwrap_or(0.0);
+        let scale = if demand > dev_ppm {
+            dev_ppm / demand
+        } else {
+            1.0
+        };
+        // Capacity used this step, in pages at the device's full rate.
+        let mut cap_used = 0.0;
+
+        // 1. kswapd (own core).
+        self.run_kswapd(dt);
+
+        // 2. The app.
+        let mut t = dt;
+        let mut done_at = None;
+        while t > 1e-9 {
+            let Some(ph) = l.phases.get(l.pos).copied() else {
+                done_at = Some(self.now_us + ((dt - t) * 1000.0) as u64);
+                break;
+            };
+            match ph {
+                Phase::Cpu { ms } => {
+                    let u = ms.min(t);
+                    t -= u;
+                    if ms - u <= 1e-9 {
+                        l.pos += 1;
+                    } else {
+                        l.phases[l.pos] = Phase::Cpu { ms: ms - u };
+                    }
+                }
+                Phase::Alloc { pages } => {
+                    let got = self.alloc(pages, &mut t, true);
+                    self.st[a].anon_res += got;
+                    self.anon_total += got;
+                    if got >= pages {
+                        l.pos += 1;
+                    } else {
+                        l.phases[l.pos] = Phase::Alloc { pages: pages - got };
+                    }
+                }
+                Phase::SwapIn { zram, flash } => {
+                    // zram: decompression on the CPU; flash: 32 KiB swap readahead.
+                    let s = &self.st[a];
+                    let zram = zram.min(s.anon_zram);
+                    let flash = flash.min(s.anon_swap);
+                    if zram + flash == 0 {
+                        l.pos += 1;
+                        continue;
+                    }
+                    let from_zram = zram > 0;
+                    let ms_per_page = if from_zram {
+                        self.dev.zram_decomp_ms_per_mib / 256.0
+                    } else {
+                        1.0 / (self.rate_ppm(32 * KIB) * scale)
+                    };
+                    let want = if from_zram { zram } else { flash };
+                    let n = ((t / ms_per_page) as u64).clamp(1, want);
+                    let got = self.alloc(n, &mut t, true);
+                    if got == 0 {
+                        break;
+                    }
+                    let s = &mut self.st[a];
+                    if from_zram {
+                        s.anon_zram -= got;
+                        self.zram_stored -= got;
+                    } else {
+                        s.anon_swap -= got;
+                        self.swap_used -= got;
+                        cap_used += got as f64;
+                    }
+                    s.anon_res += got;
+                    self.anon_total += got;
+                    self.counters.refault_anon_pages += got;
+                    t -= (got as f64 * ms_per_page).min(t);
+                    l.phases[l.pos] = Phase::SwapIn {
+                        zram: if from_zram { zram - got } else { zram },
+                        flash: if from_zram { flash } else { flash - got },
+                    };
+                }
+                Phase::Read { k, frac, left } => {
+                    let mut progressed = false;
+                    let mut need_any = false;
+                    let mut left = left.unwrap_or_else(|| {
+                        let m = &self.models[a];
+                        [SMALL, LARGE].map(|b| {
+                            let want = (m.chunk_pages[k][b] as f64 * frac).ceil() as u64;
+                            want.saturating_sub(self.st[a].cached(k, b))
+                        })
+                    });
+                    for b in [SMALL, LARGE] {
+                        let m = &self.models[a];
+                        let want = (m.chunk_pages[k][b] as f64 * frac).ceil() as u64;
+                        let need = want.saturating_sub(self.st[a].cached(k, b)).min(left[b]);
+                        if need == 0 {
+                            continue;
+                        }
+                        need_any = true;
+                        if t <= 1e-9 {
+                            break;
+                        }
+                        let block = if b == SMALL {
+                            m.small_block_bytes[k]
+                        } else {
+                            self.dev.readahead_bytes
+                        };
+                        let rate = self.rate_ppm(block) * scale;
+                        let n = need.min((t * rate).ceil() as u64).max(1);
+                        let got = self.alloc(n, &mut t, true);
+                        if got == 0 {
+                            break;
+                        }
+                        self.add_file(a, Holder::Own, k, b, got);
+                        left[b] -= got;
+                        self.counters.app_read_pages += got;
+                        t -= (got as f64 / rate).min(t);
+                        cap_used += got as f64;
+                        progressed = true;
+                    }
+                    if !need_any {
+                        // The app has used this chunk: streamed pages of it
+                        // are now its own (no longer protected, §4.2.2).
+                        let st = &mut self.st[a];
+                        for b in [SMALL, LARGE] {
+                            st.own[k][b] += st.stream[k][b];
+                            st.stream[k][b] = 0;
+                        }
+                        st.fix_sums();
+                        l.pos += 1;
+                    } else {
+                        l.phases[l.pos] = Phase::Read {
+                            k,
+                            frac,
+                            left: Some(left),
+                        };
+                        if !progressed {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+
+        // 3. The preload worker (idle I/O class): launch streams, then the
+        //    standby touch when due, in the capacity the app left.
+        let mut idle_pages = (dt * dev_ppm - cap_used).max(0.0);
+        if idle_pages >= 1.0 {
+            idle_pages -= self.run_streams(idle_pages as u64, dt) as f64;
+        }
+        if self.now_us >= self.next_touch_us {
+            self.touch_standby(Some(idle_pages / dev_ppm));
+            self.next_touch_us = self.now_us + self.cfg.preload.touch_interval_ms * 1000;
+        }
+        self.note_preload_peak();
+
+        // 4. Scheduler ticks, the platform's killer, the clock.
+        self.now_us += STEP_US;
+        self.sched_ticks();
+        self.kernel_kill_check();
+        done_at
+    }
+}

@@ -1,0 +1,285 @@
+//! The simulated device's mechanisms: what the scheduler's calls do on the
+//! phone. The preload worker (an idle-class process charged to the device's
+//! memory, like the daemon's) keeps standby sets warm by touching them every
+//! `touch_interval_ms` and streams launch sets in the flash capacity the
+//! foreground leaves idle; streamed pages are locked until released.
+//! Reclaim modes are kernel settings; page-out is `process_madvise`'s
+//! effect within the rebalancing worker's CPU budget; kills end a process.
+
+// Cells are parallel [chunk][bucket] arrays of several holders; index loops read clearer.
+#![allow(clippy::needless_range_loop)]
+
+use crate::catalog::{Cells, CHUNKS, SMALL};
+use crate::engine::{Holder, Sim};
+use appflow_core::mechanism::{
+    Hold, KillMechanism, KillOutcome, MechError, PreloadMechanism, ReclaimMechanism,
+};
+use appflow_core::preload::FileSpan;
+use appflow_core::reason::Reason;
+use appflow_core::reclaim::ReclaimMode;
+use appflow_core::scheduler::ProcId;
+use appflow_core::PAGE_BYTES;
+
+impl Sim<'_> {
+    /// Pages held by the preloader before launch (the standby sets).
+    pub fn standby_pages(&self) -> u64 {
+        self.st.iter().map(|s| s.sum[Holder::Held as usize]).sum()
+    }
+
+    /// Pages held by the preloader: standby sets + launch streams.
+    pub fn preload_held_pages(&self) -> u64 {
+        self.standby_pages()
+            + self
+                .st
+                .iter()
+                .map(|s| s.sum[Holder::Stream as usize])
+                .sum::<u64>()
+    }
+
+    pub(crate) fn note_preload_peak(&mut self) {
+        let standby = self.standby_pages();
+        self.counters.preload_peak_pages = self.counters.preload_peak_pages.max(standby);
+        if let Some(a) = self.launching {
+            let st = self.st[a].sum[Holder::Stream as usize];
+            self.counters.stream_peak_pages = self.counters.stream_peak_pages.max(st);
+        }
+    }
+
+    fn app_index(&self, app: &str) -> Result<usize, MechError> {
+        self.name_idx
+            .get(app)
+            .copied()
+            .ok_or_else(|| MechError::Failed {
+                what: "preload".into(),
+                detail: format!("unknown app {app}"),
+            })
+    }
+
+    /// Pages per cell that `spans` cover (clamped to the app's files).
+    fn spans_to_cells(&self, a: usize, spans: &[FileSpan]) -> Cells {
+        let mut c = [[0u64; 2]; CHUNKS];
+        let m = &self.models[a];
+        for sp in spans {
+            if let Some(&(k, b)) = m.cell_of.get(&sp.path) {
+                c[k][b] = (c[k][b] + sp.len.div_ceil(PAGE_BYTES)).min(m.chunk_pages[k][b]);
+            }
+        }
+        c
+    }
+
+    /// Moves pages of `a` from holder `from` to the app's own page cache.
+    fn give_to_app(&mut self, a: usize, from: Holder) {
+        let s = &mut self.st[a];
+        let src = *s.cells_mut(from);
+        for k in 0..CHUNKS {
+            for b in 0..2 {
+                s.own[k][b] += src[k][b];
+            }
+        }
+        *s.cells_mut(from) = [[0; 2]; CHUNKS];
+        s.fix_sums();
+    }
+
+    /// The worker stops streaming for `a`; what it read is the app's now.
+    pub(crate) fn release_stream(&mut self, a: usize) {
+        self.st[a].stream_q.clear();
+        self.give_to_app(a, Holder::Stream);
+    }
+
+    /// The worker stops touching `a`'s standby set.
+    fn release_standby(&mut self, a: usize) {
+        self.st[a].standby_target = None;
+        self.give_to_app(a, Holder::Held);
+    }
+
+    /// Keeps the standby sets resident: cached pages of the set become
+    /// "held"; evicted ones are re-read (idle I/O). `flash_ms` bounds the
+    /// reads (None = unbounded, for idle periods); the worker never pushes
+    /// memory below the low watermark. Returns flash ms used.
+    pub(crate) fn touch_standby(&mut self, flash_ms: Option<f64>) -> f64 {
+        let mut used = 0.0;
+        for a in 0..self.st.len() {
+            let Some(target) = self.st[a].standby_target else {
+                continue;
+            };
+            for k in 0..CHUNKS {
+                for b in 0..2 {
+                    let want = target[k][b];
+                    let s = &mut self.st[a];
+                    if s.held[k][b] > want {
+                        let extra = s.held[k][b] - want;
+                        s.held[k][b] -= extra;
+                        s.own[k][b] += extra;
+                    }
+                    let m = (want - s.held[k][b]).min(s.own[k][b]);
+                    s.own[k][b] -= m;
+                    s.held[k][b] += m;
+                    let missing = want - s.held[k][b];
+                    let room = self.models[a].chunk_pages[k][b] - s.cached(k, b);
+                    let mut n = missing.min(room);
+                    if n == 0 {
+                        continue;
+                    }
+                    let block = if b == SMALL {
+                        self.models[a].small_block_bytes[k]
+                    } else {
+                        self.cfg.preload.hot_segment_bytes
+                    };
+                    let rate = self.rate_ppm(block);
+                    if let Some(limit) = flash_ms {
+                        let left = limit - used;
+                        if left <= 0.0 {
+                            continue;
+                        }
+                        n = n.min((left * rate) as u64);
+                    }
+                    n = n.min(self.free_pages().saturating_sub(self.low_pages()));
+                    if n == 0 {
+                        continue;
+                    }
+                    self.add_file(a, Holder::Held, k, b, n);
+                    self.counters.preload_read_pages += n;
+                    used += n as f64 / rate;
+                }
+            }
+            self.st[a].fix_sums();
+        }
+        self.note_preload_peak();
+        used
+    }
+
+    /// The worker streams up to `max_pages` of the queued launch sets, in
+    /// order, with large reads, within `t_ms` of its own time: its page-cache
+    /// allocations reclaim like any task's (on its own core, so its stalls
+    /// are not the app's). Returns pages read.
+    pub(crate) fn run_streams(&mut self, max_pages: u64, mut t_ms: f64) -> u64 {
+        let mut read = 0;
+        for a in 0..self.st.len() {
+            while read < max_pages && !self.st[a].stream_q.is_empty() {
+                let (k, b, pages) = self.st[a].stream_q[0];
+                let room = self.models[a].chunk_pages[k][b].saturating_sub(self.st[a].cached(k, b));
+                let need = pages.min(room);
+                if need == 0 {
+                    self.st[a].stream_q.remove(0);
+                    continue;
+                }
+                let n = self.alloc(need.min(max_pages - read), &mut t_ms, false);
+                if n == 0 {
+                    return read;
+                }
+                self.add_file(a, Holder::Stream, k, b, n);
+                self.counters.preload_read_pages += n;
+                read += n;
+                self.st[a].stream_q[0].2 -= n;
+            }
+        }
+        read
+    }
+}
+
+impl PreloadMechanism for Sim<'_> {
+    /// Touch: the worker keeps these spans resident from its next touch on.
+    /// Protect: the worker streams them (idle class) and locks what it read
+    /// until released.
+    fn load(&mut self, app: &str, spans: &[FileSpan], hold: Hold) -> Result<u64, MechError> {
+        let a = self.app_index(app)?;
+        let bytes = spans.iter().map(|s| s.len).sum();
+        match hold {
+            Hold::Touch => {
+                self.st[a].standby_target = Some(self.spans_to_cells(a, spans));
+                self.next_touch_us = self.now_us;
+            }
+            Hold::Protect => {
+                let mut q: Vec<(usize, usize, u64)> = Vec::new();
+                for sp in spans {
+                    if let Some(&(k, b)) = self.models[a].cell_of.get(&sp.path) {
+                        let pages = sp.len.div_ceil(PAGE_BYTES);
+                        match q.last_mut() {
+                            Some(last) if last.0 == k && last.1 == b => last.2 += pages,
+                            _ => q.push((k, b, pages)),
+                        }
+                    }
+                }
+                self.st[a].stream_q = q;
+            }
+        }
+        Ok(bytes)
+    }
+
+    fn release(&mut self, app: &str) -> Result<(), MechError> {
+        let a = self.app_index(app)?;
+        self.release_stream(a);
+        self.release_standby(a);
+        Ok(())
+    }
+
+    fn release_hold(&mut self, app: &str, hold: Hold) -> Result<(), MechError> {
+        let a = self.app_index(app)?;
+        match hold {
+            Hold::Touch => self.release_standby(a),
+            Hold::Protect => self.release_stream(a),
+        }
+        Ok(())
+    }
+
+    fn held_bytes(&self) -> u64 {
+        self.preload_held_pages() * PAGE_BYTES
+    }
+}
+
+impl ReclaimMechanism for Sim<'_> {
+    fn apply_mode(&mut self, mode: ReclaimMode) -> Result<(), MechError> {
+        self.mode = mode;
+        Ok(())
+    }
+
+    /// Pages out anonymous memory of one app (process_madvise MADV_PAGEOUT),
+    /// within this tick's CPU budget of the rebalancing worker.
+    fn page_out_anon(&mut self, pid: u32, max_bytes: u64) -> Result<u64, MechError> {
+        let a = self
+            .st
+            .iter()
+            .position(|s| s.alive && s.pid == pid)
+            .ok_or(MechError::Vanished(pid))?;
+        let per_page = self.dev.anon_zram_ms_per_mib / 256.0;
+        let afford = (self.rebalance_budget_ms / per_page).max(0.0) as u64;
+        let n = (max_bytes / PAGE_BYTES).min(afford);
+        let (got, cpu, flash) = self.evict_anon(n, Some(a));
+        self.rebalance_budget_ms -= cpu + flash;
+        Ok(got * PAGE_BYTES)
+    }
+
+    fn drop_file(&mut self, path: &str, _offset: u64, len: u64) -> Result<u64, MechError> {
+        for a in 0..self.models.len() {
+            if let Some(&(k, b)) = self.models[a].cell_of.get(path) {
+                let n = if len == 0 {
+                    self.st[a].own[k][b]
+                } else {
+                    (len / PAGE_BYTES).min(self.st[a].own[k][b])
+                };
+                self.st[a].own[k][b] -= n;
+                self.st[a].sum[0] -= n;
+                self.file_total -= n;
+                return Ok(n * PAGE_BYTES);
+            }
+        }
+        Ok(0)
+    }
+}
+
+impl KillMechanism for Sim<'_> {
+    fn kill(&mut self, id: ProcId, reason: Reason) -> Result<KillOutcome, MechError> {
+        let a = self
+            .st
+            .iter()
+            .position(|s| s.alive && s.pid == id.pid && s.start_ms == id.start_time)
+            .ok_or(MechError::Vanished(id.pid))?;
+        assert!(
+            Some(a) != self.fg && Some(a) != self.launching,
+            "the killer chose the foreground app ({reason})"
+        );
+        self.kill_app(a);
+        self.kill_log.push((self.now_us, a, reason));
+        Ok(KillOutcome { reaped: true })
+    }
+}
