@@ -85,7 +85,8 @@ pub struct DaemonSection {
     /// Optional Chrome/Perfetto JSON trace of decisions ("" = none).
     pub trace_file: PathBuf,
     /// Optional JSON-lines log of every record the scheduler was given
-    /// (ticks and events), replayable through the simulator's driver ("" = none).
+    /// (ticks and events) and of every decision it made, replayable through
+    /// `appflow_core::scheduler::replay` ("" = none).
     pub record_file: PathBuf,
     /// Re-scan the domain's processes this often, ms.
     pub scan_interval_ms: u64,

@@ -858,3 +858,71 @@ fn socket_garbage_gets_error_replies() {
     assert!(text.contains("appflow_loop_jitter_seconds_count"));
     assert_eq!(d.status()["mode"], "normal");
 }
+
+/// Records a real run of the daemon on this kernel (its inputs and
+/// decisions) for `tests/one_scheduler.rs`: a launch with a profile, page
+/// cache read in the domain, an allocation burst, readiness, background.
+/// Run with `APPFLOW_WRITE_FIXTURE=1 cargo test -p appflow-linux --test
+/// daemon_kernel -- --ignored record_fixture` to refresh the fixture.
+#[test]
+#[ignore = "writes the fixture of tests/one_scheduler.rs; run by hand"]
+fn record_fixture() {
+    require_kernel!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = Scratch::new();
+    let domain = TempCgroup::new("domain", Some(256 * MIB));
+    let prot = scratch.0.join("protected.bin");
+    let other = scratch.0.join("other.bin");
+    cold_file(&prot, 32 * MIB);
+    cold_file(&other, 96 * MIB);
+    write_profile(&scratch.0.join("state"), "prot", &[(&prot, 32 * MIB)]);
+    let records = scratch.0.join("records.jsonl");
+    let (cfg, sock) = config(
+        &scratch.0,
+        &domain.path,
+        &format!(
+            "record_file = \"{}\"\n[reclaim]\nlow_memory_bytes = 134217728\nalloc_threshold_pages = 2000\n\
+             calm_ticks = 5\nrebalance_max_ms = 1000\n",
+            records.display()
+        ),
+    );
+    let cfg_text = std::fs::read_to_string(&cfg).unwrap();
+    let mut d = Daemon::start(&cfg, &sock, None);
+    d.notify("launch", "prot");
+    wait_for("protect load", 30, || {
+        d.status()["preload"]["protected_bytes"].as_u64() >= Some(31 * MIB)
+    });
+    let mut cat = spawn_in(
+        &domain.path,
+        Path::new("/bin/cat"),
+        &[other.to_str().unwrap()],
+        &[],
+    );
+    std::io::copy(&mut cat.stdout.take().unwrap(), &mut std::io::sink()).unwrap();
+    cat.wait().unwrap();
+    let _burst = helper(&domain.path, "burst:176");
+    let mut saw_ef = false;
+    wait_for("efficiency-first and back to normal", 60, || {
+        let st = d.status();
+        saw_ef |= st["mode"] == "efficiency_first";
+        saw_ef && st["mode"] == "normal"
+    });
+    d.notify("launched", "prot");
+    d.notify("background", "prot");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(d
+        .signal_and_wait(nix::sys::signal::Signal::SIGTERM)
+        .success());
+    if std::env::var_os("APPFLOW_WRITE_FIXTURE").is_some() {
+        let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/records");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::copy(&records, out.join("run.jsonl")).unwrap();
+        std::fs::copy(
+            scratch.0.join("state/profiles/prot.json"),
+            out.join("prot.json"),
+        )
+        .unwrap();
+        std::fs::write(out.join("appflow.toml"), cfg_text).unwrap();
+        eprintln!("fixture written to {}", out.display());
+    }
+}

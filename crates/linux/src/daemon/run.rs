@@ -701,6 +701,13 @@ impl Runtime {
             },
         );
         for d in self.sched.take_decisions() {
+            if let Some(w) = self.record_log.as_mut() {
+                use std::io::Write;
+                let line = json!({ "decision": &d });
+                if writeln!(w, "{line}").is_err() {
+                    self.record_log = None;
+                }
+            }
             log_decision(&d);
             self.trace.decision(&d);
             if let Some(super::Mark::Kill { app, .. }) = &d.mark {
@@ -954,6 +961,10 @@ impl Runtime {
             s.shutdown();
         }
         self.worker.shutdown();
+        if let Some(mut w) = self.record_log.take() {
+            use std::io::Write;
+            let _ = w.flush();
+        }
         let errors = self.reclaim.restore_all();
         self.write_outputs(true, last_trace);
         if errors.is_empty() {
