@@ -65,17 +65,26 @@ pub struct Matchers {
 }
 
 /// The cgroup path as /proc/PID/cgroup shows it: the part below the
-/// controller's mount point (`/sys/fs/cgroup/memory/a/b` → `/a/b`, the
-/// unified `/sys/fs/cgroup/unified/x` → `/x`); other paths are kept.
-pub fn cgroup_relative(path: &str) -> String {
+/// cgroup mount point (`cgroup_mounts`: mount points of the `cgroup` and
+/// `cgroup2` file systems, from /proc/self/mountinfo) that holds it. With
+/// memory on v1 at `/sys/fs/cgroup/memory`, `/sys/fs/cgroup/memory/a/b` →
+/// `/a/b`; with v2 mounted at `/sys/fs/cgroup` itself, `/sys/fs/cgroup/a`
+/// → `/a`. A path under no mount is taken as already relative.
+pub fn cgroup_relative(path: &str, cgroup_mounts: &[&str]) -> String {
     let p = path.trim_end_matches('/');
-    match p.strip_prefix("/sys/fs/cgroup/") {
-        Some(rest) => match rest.split_once('/') {
-            Some((_, r)) => format!("/{r}"),
-            None => "/".into(),
-        },
-        None if p.is_empty() => "/".into(),
-        None => p.to_string(),
+    let best = cgroup_mounts
+        .iter()
+        .map(|m| m.trim_end_matches('/'))
+        .filter(|m| p == *m || p.strip_prefix(m).is_some_and(|r| r.starts_with('/')))
+        .max_by_key(|m| m.len());
+    let rest = match best {
+        Some(m) => &p[m.len()..],
+        None => p,
+    };
+    if rest.is_empty() {
+        "/".into()
+    } else {
+        rest.to_string()
     }
 }
 
@@ -99,8 +108,8 @@ pub fn in_memory_cgroup(proc_cgroup: &str, want: &str) -> bool {
 
 impl Matchers {
     /// Compiles the specs; a bad regex or an app with no key is an input
-    /// error naming the app.
-    pub fn new(specs: &[MatcherSpec]) -> Result<Self, InputError> {
+    /// error naming the app. `cgroup_mounts`: see [`cgroup_relative`].
+    pub fn new(specs: &[MatcherSpec], cgroup_mounts: &[&str]) -> Result<Self, InputError> {
         let mut apps = Vec::with_capacity(specs.len());
         for s in specs {
             if s.exe.is_empty() && s.cmdline.is_empty() && s.cgroup.is_empty() {
@@ -120,7 +129,7 @@ impl Matchers {
                 name: s.name.clone(),
                 exe: (!s.exe.is_empty()).then(|| s.exe.clone()),
                 cmdline,
-                cgroup: (!s.cgroup.is_empty()).then(|| cgroup_relative(&s.cgroup)),
+                cgroup: (!s.cgroup.is_empty()).then(|| cgroup_relative(&s.cgroup, cgroup_mounts)),
             });
         }
         Ok(Self { apps })
@@ -816,6 +825,8 @@ mod tests {
         ]
     }
 
+    const MOUNTS: &[&str] = &["/sys/fs/cgroup/memory", "/sys/fs/cgroup/unified"];
+
     fn cfg() -> ReadinessConfig {
         ReadinessConfig {
             quiet_floor_pages_per_s: 1000,
@@ -825,7 +836,7 @@ mod tests {
     }
 
     fn det() -> Detector {
-        Detector::new(Matchers::new(&specs()).unwrap(), cfg()).unwrap()
+        Detector::new(Matchers::new(&specs(), MOUNTS).unwrap(), cfg()).unwrap()
     }
 
     fn exe(p: &str) -> ProcObservation<'_> {
@@ -837,7 +848,7 @@ mod tests {
 
     #[test]
     fn matchers_by_exe_cmdline_and_cgroup() {
-        let m = Matchers::new(&specs()).unwrap();
+        let m = Matchers::new(&specs(), MOUNTS).unwrap();
         assert_eq!(m.match_process(&exe("/usr/bin/maps")), Some(0));
         assert_eq!(m.match_process(&exe("/usr/bin/mapsx")), None);
         let cmd = ProcObservation {
@@ -872,28 +883,50 @@ mod tests {
 
     #[test]
     fn bad_specs_are_input_errors_naming_the_app() {
-        let e = Matchers::new(&[MatcherSpec {
-            name: "x".into(),
-            cmdline: "(".into(),
-            ..Default::default()
-        }])
+        let e = Matchers::new(
+            &[MatcherSpec {
+                name: "x".into(),
+                cmdline: "(".into(),
+                ..Default::default()
+            }],
+            MOUNTS,
+        )
         .unwrap_err();
         assert!(e.0.contains("app \"x\": cmdline regex"), "{e}");
-        let e = Matchers::new(&[MatcherSpec {
-            name: "y".into(),
-            ..Default::default()
-        }])
+        let e = Matchers::new(
+            &[MatcherSpec {
+                name: "y".into(),
+                ..Default::default()
+            }],
+            MOUNTS,
+        )
         .unwrap_err();
         assert!(e.0.contains("\"y\""), "{e}");
     }
 
     #[test]
     fn cgroup_paths_relative() {
-        assert_eq!(cgroup_relative("/sys/fs/cgroup/memory/a/b/"), "/a/b");
-        assert_eq!(cgroup_relative("/sys/fs/cgroup/unified/x"), "/x");
-        assert_eq!(cgroup_relative("/sys/fs/cgroup/memory"), "/");
-        assert_eq!(cgroup_relative("/a"), "/a");
-        assert_eq!(cgroup_relative(""), "/");
+        // This machine's layout: v1 controllers and a cgroup2 under a tmpfs.
+        let v1 = [
+            "/sys/fs/cgroup/memory",
+            "/sys/fs/cgroup/cpu",
+            "/sys/fs/cgroup/unified",
+        ];
+        assert_eq!(cgroup_relative("/sys/fs/cgroup/memory/a/b/", &v1), "/a/b");
+        assert_eq!(cgroup_relative("/sys/fs/cgroup/unified/x", &v1), "/x");
+        assert_eq!(cgroup_relative("/sys/fs/cgroup/memory", &v1), "/");
+        assert_eq!(
+            cgroup_relative("/sys/fs/cgroup/memoryx/a", &v1),
+            "/sys/fs/cgroup/memoryx/a"
+        );
+        // A pure v2 machine: the first component is a cgroup, not a controller.
+        let v2 = ["/sys/fs/cgroup"];
+        assert_eq!(
+            cgroup_relative("/sys/fs/cgroup/appflow/app", &v2),
+            "/appflow/app"
+        );
+        assert_eq!(cgroup_relative("/a", &v2), "/a");
+        assert_eq!(cgroup_relative("", &v2), "/");
     }
 
     #[test]

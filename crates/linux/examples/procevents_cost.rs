@@ -133,7 +133,9 @@ fn main() {
             }
         }
         _ => {
-            eprintln!("usage: procevents_cost spawn|listen|poll [--seconds S] [--rate R] [--tick-ms T]");
+            eprintln!(
+                "usage: procevents_cost spawn|listen|poll [--seconds S] [--rate R] [--tick-ms T]"
+            );
             std::process::exit(2);
         }
     }
