@@ -9,7 +9,7 @@
 //! ```
 //! Each watcher wakes every `--tick-ms` (the daemon's 100 ms tick) and, for
 //! every new process it learns of, reads /proc/PID/cmdline and exe as app
-//! matching would. It prints its own CPU time (utime + stime from
+//! matching would (`--no-identify`: skip that, to see the bare cost). It prints its own CPU time (utime + stime from
 //! getrusage) as a share of one core over the window.
 
 use appflow_linux::procevents::{ProcEvent, ProcEvents};
@@ -47,6 +47,7 @@ fn main() {
     let secs = arg(&args, "--seconds", 20.0);
     let tick = Duration::from_millis(arg(&args, "--tick-ms", 100.0) as u64);
     let proc_root = Path::new("/proc");
+    let identify = !args.iter().any(|a| a == "--no-identify");
     match mode {
         "spawn" => {
             let rate = arg(&args, "--rate", 2000.0);
@@ -91,7 +92,7 @@ fn main() {
                         match e {
                             ProcEvent::Exec { tgid, .. } => {
                                 execs += 1;
-                                identified += u64::from(read_identity(proc_root, tgid));
+                                identified += u64::from(identify && read_identity(proc_root, tgid));
                             }
                             ProcEvent::Fork { .. } => forks += 1,
                             ProcEvent::Exit { .. } => exits += 1,
@@ -106,7 +107,7 @@ fn main() {
                     for &p in pids.difference(&known) {
                         execs += 1;
                         let _ = appflow_linux::actuators::read_start_time(proc_root, p);
-                        identified += u64::from(read_identity(proc_root, p));
+                        identified += u64::from(identify && read_identity(proc_root, p));
                     }
                     known = pids;
                 }
@@ -134,7 +135,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "usage: procevents_cost spawn|listen|poll [--seconds S] [--rate R] [--tick-ms T]"
+                "usage: procevents_cost spawn|listen|poll [--seconds S] [--rate R] [--tick-ms T] [--no-identify]"
             );
             std::process::exit(2);
         }
