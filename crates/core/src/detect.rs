@@ -431,6 +431,11 @@ pub struct AppCounters {
 }
 
 /// Attribution, launch, readiness and foreground state (no I/O, no clock).
+///
+/// Pids are process ids (tgids): the caller passes process-level events
+/// only (a thread's fork or exit is not a process's; see
+/// `appflow_linux::procevents::ProcEvent::is_process`). Times are ms on the
+/// caller's monotonic clock.
 #[derive(Debug, Clone)]
 pub struct Detector {
     matchers: Matchers,
