@@ -133,3 +133,119 @@ fn overflow_is_reported_as_overrun() {
         .iter()
         .any(|e| matches!(e, ProcEvent::Exit { tgid, .. } if *tgid == pid)));
 }
+
+/// The pieces together, as the daemon loop will use them: connector events
+/// feed the core's detector, /proc is read for each exec, demand counters
+/// drive readiness. A declared app (`sleep`, matched by exe) is launched,
+/// inferred ready while it sleeps (no reads, no faults), and exits.
+#[test]
+fn detector_sees_a_launch_ready_and_exit() {
+    use appflow_core::detect::{
+        demand_pages, Detected, Detector, LaunchEnd, MatcherSpec, Matchers, ProcObservation,
+        ReadinessConfig,
+    };
+    use appflow_linux::readers::{demand::read_demand, read_cmdline, read_exe, read_ppid};
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut ev) = open_or_skip() else { return };
+    let proc_root = Path::new("/proc");
+    let sleep_exe = std::fs::canonicalize("/bin/sleep").unwrap();
+    let matchers = Matchers::new(
+        &[MatcherSpec {
+            name: "napper".into(),
+            exe: sleep_exe.to_string_lossy().into_owned(),
+            ..Default::default()
+        }],
+        &[],
+    )
+    .unwrap();
+    let cfg = ReadinessConfig {
+        quiet_floor_pages_per_s: 2441,
+        quiet_ms: 300,
+        timeout_ms: 10_000,
+    };
+    let mut det = Detector::new(matchers, cfg).unwrap();
+    // One clock for everything: the kernel's monotonic clock of the events.
+    let ms = || monotonic_ns() / 1_000_000;
+    let t0 = ms();
+
+    let child = Command::new("/bin/sleep").arg("1.5").spawn().unwrap();
+    let pid = child.id();
+    let mut seen: Vec<Detected> = Vec::new();
+    let mut prev: BTreeMap<u32, appflow_core::detect::DemandCounters> = BTreeMap::new();
+    let mut child = Some(child);
+    while ms() - t0 < 5000 && !seen.iter().any(|d| matches!(d, Detected::AppExited { .. })) {
+        std::thread::sleep(Duration::from_millis(100));
+        if ms() - t0 > 1700 {
+            if let Some(mut c) = child.take() {
+                let _ = c.wait();
+            }
+        }
+        for e in ev.drain() {
+            if !e.is_process() {
+                continue;
+            }
+            match e {
+                ProcEvent::Exec { tgid, time_ns, .. } => {
+                    let exe = read_exe(proc_root, tgid).ok();
+                    let cmd = read_cmdline(proc_root, tgid).ok().map(|v| v.join(" "));
+                    let obs = ProcObservation {
+                        exe: exe.as_deref().and_then(|p| p.to_str()),
+                        cmdline: cmd.as_deref(),
+                        cgroup: None,
+                    };
+                    let start = appflow_linux::actuators::read_start_time(proc_root, tgid);
+                    let ppid = read_ppid(proc_root, tgid).unwrap_or(0);
+                    seen.extend(det.on_exec(
+                        tgid,
+                        start.unwrap_or(0),
+                        ppid,
+                        &obs,
+                        time_ns / 1_000_000,
+                    ));
+                }
+                ProcEvent::Fork {
+                    parent_tgid,
+                    child_tgid,
+                    ..
+                } => det.on_fork(parent_tgid, child_tgid, 0),
+                ProcEvent::Exit { tgid, time_ns, .. } => {
+                    seen.extend(det.on_exit(tgid, time_ns / 1_000_000))
+                }
+                ProcEvent::Overrun => {}
+            }
+        }
+        // Demand of the launching app since the last tick.
+        let cur: BTreeMap<u32, _> = det
+            .pids_of("napper")
+            .into_iter()
+            .filter_map(|p| read_demand(proc_root, p).ok().map(|d| (p, d)))
+            .collect();
+        let pages = demand_pages(&prev, &cur);
+        prev = cur;
+        seen.extend(det.tick(&BTreeMap::from([("napper".to_string(), pages)]), ms()));
+    }
+    eprintln!("{seen:#?}");
+    let launch = seen.iter().position(
+        |d| matches!(d, Detected::Launch { app, pid: p, .. } if app == "napper" && *p == pid),
+    );
+    let ready = seen.iter().position(|d| {
+        matches!(d, Detected::LaunchEnded { app, how: LaunchEnd::Inferred, .. } if app == "napper")
+    });
+    let exited = seen
+        .iter()
+        .position(|d| matches!(d, Detected::AppExited { app } if app == "napper"));
+    assert!(
+        launch.is_some() && ready.is_some() && exited.is_some(),
+        "{seen:?}"
+    );
+    assert!(launch < ready && ready < exited);
+    // The launch starts at the exec's kernel time, within our window.
+    let Some(Detected::Launch { at_ms, .. }) = launch.map(|i| &seen[i]) else {
+        unreachable!()
+    };
+    assert!(*at_ms >= t0 && *at_ms < t0 + 1000, "{at_ms} vs {t0}");
+    assert_eq!(det.counters("napper").unwrap().launches_detected, 1);
+}
