@@ -40,6 +40,8 @@ enum Cmd {
     Apps(appflow_linux::cli::AppsArgs),
     /// Measure read throughput vs block size on the storage holding the apps.
     Calibrate(appflow_linux::cli::CalibrateArgs),
+    /// List the kernel interfaces the daemon uses: present or missing, and what degrades.
+    Doctor(appflow_linux::cli::DoctorArgs),
     /// The daemon's preload worker (spawned by the daemon inside the device domain).
     #[command(hide = true)]
     PreloadWorker(appflow_linux::cli::PreloadWorkerArgs),
@@ -70,6 +72,7 @@ fn main() -> ExitCode {
         Cmd::Record(a) => appflow_linux::cli::run_record(a),
         Cmd::Apps(a) => appflow_linux::cli::run_apps(a),
         Cmd::Calibrate(a) => appflow_linux::cli::run_calibrate(a),
+        Cmd::Doctor(a) => appflow_linux::cli::run_doctor(a),
         Cmd::PreloadWorker(a) => appflow_linux::cli::run_preload_worker(a),
         Cmd::BenchApp(a) => appflow_bench::cli::run_app(a),
     };

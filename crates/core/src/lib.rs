@@ -10,6 +10,7 @@
 //! |---|---|
 //! | [`profile`] | versioned launch profiles and their merge across launches (docs/recording.md) |
 //! | [`storage`] | read throughput as a function of I/O block size (seed 000 Fig. 6) |
+//! | [`detect`] | launch detection without a launcher: app matching, launch and readiness inference, foreground |
 //! | [`cutoff`] | per-app candidate cutoffs s with P_i(s) and the streaming time of the rest (seed 000 §4.1) |
 //! | [`knapsack`] | exact multiple-choice knapsack choosing one cutoff per app under the budget M_p |
 //! | [`preload`] | before-launch standby set and during-launch stream plan |
@@ -22,6 +23,7 @@
 //! | [`report`] | the JSON result contract shared by `sim`, `bench` and the daemon |
 
 pub mod cutoff;
+pub mod detect;
 pub mod killer;
 pub mod knapsack;
 pub mod mechanism;

@@ -151,6 +151,46 @@ pub fn parse_stat_start_time(text: &str) -> Option<u64> {
     rest.split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
+/// fanotify_init with the flags the recorder uses; the group is closed at once.
+fn probe_fanotify() -> Result<(), i32> {
+    // SAFETY: plain syscall; a non-negative result is a new fd we own.
+    let r = unsafe {
+        libc::fanotify_init(
+            libc::FAN_CLASS_CONTENT | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK,
+            (libc::O_RDONLY | libc::O_CLOEXEC) as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        return Err(last_errno());
+    }
+    // SAFETY: r is a fresh descriptor we own.
+    drop(unsafe { OwnedFd::from_raw_fd(r) });
+    Ok(())
+}
+
+/// `cachestat(fd, range, cstat, 0)` (syscall 451, Linux 6.5) on our own
+/// executable: ENOSYS when missing.
+fn probe_cachestat() -> bool {
+    use std::os::fd::AsRawFd;
+    const SYS_CACHESTAT: libc::c_long = 451;
+    let Ok(f) = std::fs::File::open("/proc/self/exe") else {
+        return false;
+    };
+    let range = [0u64; 2]; // off 0, len 0 = to the end
+    let mut stat = [0u64; 5];
+    // SAFETY: valid fd and pointers to buffers of the kernel's struct sizes.
+    let r = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            f.as_raw_fd(),
+            range.as_ptr(),
+            stat.as_mut_ptr(),
+            0u32,
+        )
+    };
+    r == 0 || last_errno() != libc::ENOSYS
+}
+
 /// Which kernel features the mechanisms found. Each missing one is named in
 /// the log and the mechanism that needs it degrades.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -165,6 +205,13 @@ pub struct Features {
     pub psi: bool,
     /// cgroup v1 freezer at /sys/fs/cgroup/freezer.
     pub freezer_v1: bool,
+    /// fanotify_init with permission events, as the recorder asks for it
+    /// (errno when refused).
+    pub fanotify: Result<(), i32>,
+    /// Process connector subscription (errno when refused).
+    pub cn_proc: Result<(), i32>,
+    /// cachestat (6.5).
+    pub cachestat: bool,
 }
 
 impl Features {
@@ -188,6 +235,11 @@ impl Features {
             process_mrelease: mrel,
             psi: proc_root.join("pressure/memory").exists(),
             freezer_v1: std::path::Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists(),
+            fanotify: probe_fanotify(),
+            cn_proc: crate::procevents::ProcEvents::open()
+                .map(drop)
+                .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO)),
+            cachestat: probe_cachestat(),
         }
     }
 
@@ -200,6 +252,8 @@ impl Features {
             (self.process_mrelease, "process_mrelease"),
             (self.psi, "PSI"),
             (self.freezer_v1, "freezer"),
+            (self.fanotify.is_ok(), "fanotify"),
+            (self.cn_proc.is_ok(), "cn_proc"),
         ] {
             if !ok {
                 m.push(name);

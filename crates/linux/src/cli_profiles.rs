@@ -21,7 +21,7 @@ macro_rules! out {
 }
 
 /// Prints command output; a closed pipe (`appflow apps | head`) is not an error.
-fn emit(text: &str) -> anyhow::Result<()> {
+pub(crate) fn emit(text: &str) -> anyhow::Result<()> {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {

@@ -7,6 +7,7 @@
 
 // Sensors, recorder, profile store, calibration (`record`, `apps`, `calibrate`).
 pub mod calibrate;
+pub mod doctor;
 pub mod readers;
 pub mod recorder;
 pub mod store;
@@ -16,8 +17,10 @@ pub mod actuators;
 pub mod config;
 pub mod daemon;
 pub mod journal;
+pub mod procevents;
 pub mod socket;
 
 pub mod cli;
 mod cli_daemon;
+mod cli_doctor;
 mod cli_profiles;

@@ -14,6 +14,7 @@
 //! Samples are raw counters as the kernel reports them; rates are derived by
 //! the caller from two samples and the elapsed time (STYLE §3).
 
+pub mod demand;
 mod memcg;
 
 pub use memcg::{parse_memcg_stat_v1, parse_memcg_stat_v2, CgroupVersion, MemCgStat, MemCgroup};
