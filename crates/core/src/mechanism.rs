@@ -48,6 +48,9 @@ pub trait PreloadMechanism {
     fn release(&mut self, app: &str) -> Result<(), MechError>;
     /// Stops holding `app`'s spans of one kind only (the pages stay cached).
     fn release_hold(&mut self, app: &str, hold: Hold) -> Result<(), MechError>;
+    /// Stops (true) or resumes (false) re-reading the standby spans kept
+    /// with `Hold::Touch`; they stay held.
+    fn pause_touch(&mut self, paused: bool) -> Result<(), MechError>;
     /// Bytes currently held, all apps.
     fn held_bytes(&self) -> u64;
 }
@@ -91,6 +94,8 @@ pub enum Call {
     Release { app: String },
     /// `release_hold`.
     ReleaseHold { app: String, hold: Hold },
+    /// `pause_touch`.
+    PauseTouch(bool),
     /// `apply_mode`.
     Mode(ReclaimMode),
     /// `page_out_anon`.
@@ -133,6 +138,10 @@ impl PreloadMechanism for Recorder {
             app: app.into(),
             hold,
         });
+        Ok(())
+    }
+    fn pause_touch(&mut self, paused: bool) -> Result<(), MechError> {
+        self.calls.push(Call::PauseTouch(paused));
         Ok(())
     }
     fn held_bytes(&self) -> u64 {

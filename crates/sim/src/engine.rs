@@ -240,6 +240,8 @@ pub struct Sim<'a> {
     /// CPU the rebalancing page-out may use in the current tick, ms.
     pub(crate) rebalance_budget_ms: f64,
     pub(crate) next_touch_us: u64,
+    /// The scheduler paused the worker's touching (a launch is in progress).
+    pub(crate) touch_paused: bool,
     next_pid: u32,
     pub(crate) name_idx: BTreeMap<String, usize>,
     /// Counters of the run.
@@ -315,6 +317,7 @@ impl<'a> Sim<'a> {
             next_tick_us: 0,
             rebalance_budget_ms: 0.0,
             next_touch_us: 0,
+            touch_paused: false,
             next_pid: 1000,
             name_idx: models
                 .iter()
@@ -633,6 +636,7 @@ impl<'a> Sim<'a> {
         }
         self.next_tick_us = self.now_us;
         self.next_touch_us = self.now_us;
+        self.touch_paused = false;
     }
 
     /// Sends the foreground app to the background (home screen).

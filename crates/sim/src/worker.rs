@@ -98,6 +98,9 @@ impl Sim<'_> {
     /// memory below the low watermark. Returns flash ms used.
     pub(crate) fn touch_standby(&mut self, flash_ms: Option<f64>) -> f64 {
         let mut used = 0.0;
+        if self.touch_paused {
+            return used;
+        }
         for a in 0..self.st.len() {
             let Some(target) = self.st[a].standby_target else {
                 continue;
@@ -219,6 +222,11 @@ impl PreloadMechanism for Sim<'_> {
             Hold::Touch => self.release_standby(a),
             Hold::Protect => self.release_stream(a),
         }
+        Ok(())
+    }
+
+    fn pause_touch(&mut self, paused: bool) -> Result<(), MechError> {
+        self.touch_paused = paused;
         Ok(())
     }
 

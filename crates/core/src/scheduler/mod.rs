@@ -34,6 +34,11 @@ pub use config::SchedulerConfig;
 use serde::{Deserialize, Serialize};
 pub use stats::Stats;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+/// Standby sets per app, shared between the memo and the holds (cheap to
+/// clone and to compare when unchanged).
+type StandbySets = Arc<BTreeMap<String, Arc<Vec<FileSpan>>>>;
 
 /// One sample of the domain's memory (raw counters; rates are derived here).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
@@ -277,11 +282,12 @@ pub struct Scheduler {
     profiles: BTreeMap<String, LaunchProfile>,
     plan: Option<CutoffPlan>,
     plan_dirty: bool,
-    /// Standby sets by the active apps they were built for (cleared on replan).
-    standby_memo: BTreeMap<Vec<String>, BTreeMap<String, Vec<FileSpan>>>,
+    /// Every app's standby set under the current plan (cleared on replan).
+    standby_memo: Option<StandbySets>,
     /// Standby spans currently held per app (Hold::Touch).
-    standby: BTreeMap<String, Vec<FileSpan>>,
+    standby: BTreeMap<String, Arc<Vec<FileSpan>>>,
     standby_dirty: bool,
+    touch_paused: bool,
     controller: ReclaimController,
     prev_alloc: Option<(u64, u64)>,
     apps: BTreeMap<String, AppState>,
@@ -324,9 +330,10 @@ impl Scheduler {
             profiles: BTreeMap::new(),
             plan: None,
             plan_dirty: true,
-            standby_memo: BTreeMap::new(),
+            standby_memo: None,
             standby: BTreeMap::new(),
             standby_dirty: true,
+            touch_paused: false,
             controller: ReclaimController::new(),
             prev_alloc: None,
             apps,
@@ -422,7 +429,11 @@ impl Scheduler {
 
     /// Standby bytes held (as requested), all apps.
     pub fn standby_bytes(&self) -> u64 {
-        self.standby.values().flatten().map(|s| s.len).sum()
+        self.standby
+            .values()
+            .flat_map(|v| v.iter())
+            .map(|s| s.len)
+            .sum()
     }
 
     /// The most recent decisions, oldest first.
@@ -551,6 +562,7 @@ impl Scheduler {
         }
         self.standby.clear();
         self.standby_dirty = true;
+        self.touch_paused = false;
         self.controller = ReclaimController::new();
         self.prev_alloc = None;
         self.foreground = None;

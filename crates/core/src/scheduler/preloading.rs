@@ -3,10 +3,11 @@
 //! to stream when an app launches, and when a launch is over.
 //!
 //! Rules kept here, for every driver alike:
-//! * Standby sets are held only while no app is launching and the reclaimer
-//!   is in its normal mode, and only when the domain has room for them:
-//!   during a launch the worker reads nothing but the launching app's
-//!   stream (the launch owns the device's I/O and memory).
+//! * Standby sets are (re)loaded only while no app is launching and the
+//!   reclaimer is in its normal mode, and only when the domain has room for
+//!   them; while an app launches the worker's touching is paused, so it
+//!   reads nothing but the launching app's stream (the launch owns the
+//!   device's I/O and memory).
 //! * A launch stream is bounded by the room at that moment.
 //!
 //! *Room* is the memory available (free plus reclaimable page cache) above
@@ -14,6 +15,7 @@
 //! domain): what preloading locks or keeps can never, by itself, bring the
 //! domain to the point where the killer has to act.
 
+use super::StandbySets;
 use super::{Mark, Scheduler};
 use crate::mechanism::{Hold, MechError, PreloadMechanism};
 use crate::policy::PreloadStrategy;
@@ -22,6 +24,7 @@ use crate::profile::LaunchProfile;
 use crate::reason::Reason;
 use crate::reclaim::ReclaimMode;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 impl Scheduler {
     /// Apps whose standby set is not kept: launching ones and the foreground.
@@ -44,7 +47,7 @@ impl Scheduler {
     fn replan(&mut self, now_ms: u64, now_unix_ms: u64) {
         self.plan_dirty = false;
         self.standby_dirty = true;
-        self.standby_memo.clear();
+        self.standby_memo = None;
         if self.cfg.preload_strategy() != PreloadStrategy::Selective {
             self.plan = None;
             return;
@@ -83,11 +86,14 @@ impl Scheduler {
         }
     }
 
-    /// The standby sets wanted now, per app (memoised by the active apps).
-    fn desired_standby(&mut self) -> BTreeMap<String, Vec<FileSpan>> {
-        let active = self.active_apps();
-        if let Some(m) = self.standby_memo.get(&active) {
-            return m.clone();
+    /// Every app's standby set under the current plan (computed once per
+    /// plan). An active app's set is not held, and its share of the budget
+    /// is not handed to the others: seed 000 §4.2.2 stops touching the set of
+    /// an app once it is active, and a set that changed with every switch
+    /// would make the worker re-read all of them at each one.
+    fn standby_sets(&mut self) -> StandbySets {
+        if let Some(m) = &self.standby_memo {
+            return Arc::clone(m);
         }
         let mut out: BTreeMap<String, Vec<FileSpan>> = BTreeMap::new();
         let cfg = &self.cfg.preload;
@@ -102,15 +108,15 @@ impl Scheduler {
             }
             PreloadStrategy::Selective => {
                 if let Some(plan) = &self.plan {
-                    let act: Vec<&str> = active.iter().map(String::as_str).collect();
                     let profs: Vec<&LaunchProfile> = self.profiles.values().collect();
-                    for s in preload::standby_set(&profs, plan, cfg, &act).spans {
+                    for s in preload::standby_set(&profs, plan, cfg, &[]).spans {
                         out.entry(s.app.clone()).or_default().push(s);
                     }
                 }
             }
         }
-        self.standby_memo.insert(active, out.clone());
+        let out: StandbySets = Arc::new(out.into_iter().map(|(a, v)| (a, Arc::new(v))).collect());
+        self.standby_memo = Some(Arc::clone(&out));
         out
     }
 
@@ -146,11 +152,17 @@ impl Scheduler {
             return;
         }
         self.standby_dirty = false;
-        let desired = self.desired_standby();
-        let names: BTreeSet<String> = desired.keys().chain(self.standby.keys()).cloned().collect();
+        let sets = self.standby_sets();
+        let active = self.active_apps();
+        let names: BTreeSet<String> = sets.keys().chain(self.standby.keys()).cloned().collect();
         for app in names {
-            let want = desired.get(&app);
-            if want == self.standby.get(&app) {
+            let want = sets.get(&app).filter(|_| !active.contains(&app));
+            let same = match (want, self.standby.get(&app)) {
+                (Some(w), Some(h)) => Arc::ptr_eq(w, h) || w == h,
+                (None, None) => true,
+                _ => false,
+            };
+            if same {
                 continue;
             }
             self.drop_standby(&app, now_ms, preload);
@@ -182,7 +194,7 @@ impl Scheduler {
                     };
                     self.log(now_ms, "preload", Some(reason), detail);
                     self.stats.preload_queued_bytes_touch += bytes;
-                    self.standby.insert(app.clone(), spans.clone());
+                    self.standby.insert(app.clone(), Arc::clone(spans));
                 }
                 Err(e) => self.mech_error(now_ms, &format!("standby load of {app}"), &e),
             }
@@ -218,9 +230,10 @@ impl Scheduler {
             .standby
             .get(app)
             .is_some_and(|v| v.iter().any(|s| s.reason == Reason::PreloadHotSegment));
-        let held: Vec<String> = self.standby.keys().cloned().collect();
-        for a in held {
-            self.drop_standby(&a, now_ms, preload);
+        // The app's own set is its own now; the others wait, untouched.
+        self.drop_standby(app, now_ms, preload);
+        if !self.standby.is_empty() {
+            self.set_touch_paused(true, now_ms, preload);
         }
         let Some(profile) = self.profiles.get(app) else {
             let d = format!("{app} launching: no profile, nothing to preload");
@@ -332,6 +345,20 @@ impl Scheduler {
         }
         self.standby.remove(app);
         self.standby_dirty = true;
+        if !self.any_launching() {
+            self.set_touch_paused(false, now_ms, preload);
+        }
+    }
+
+    /// Pauses or resumes the worker's touching of standby sets.
+    fn set_touch_paused(&mut self, paused: bool, now_ms: u64, preload: &mut dyn PreloadMechanism) {
+        if self.touch_paused == paused {
+            return;
+        }
+        self.touch_paused = paused;
+        if let Err(e) = preload.pause_touch(paused) {
+            self.mech_error(now_ms, "pausing the standby touch", &e);
+        }
     }
 
     /// Ends launches that never announced readiness.

@@ -171,7 +171,7 @@ impl Scheduler {
         let held: BTreeSet<&str> = self
             .standby
             .values()
-            .flatten()
+            .flat_map(|v| v.iter())
             .map(|s| s.path.as_str())
             .collect();
         let mut protected: BTreeSet<&str> = BTreeSet::new();

@@ -55,6 +55,12 @@ pub enum WorkerCmd {
         #[serde(default)]
         hold: Option<Hold>,
     },
+    /// Stop (true) or resume (false) re-reading the standby spans: a launch
+    /// is in progress and owns the device's I/O.
+    PauseTouch {
+        /// Paused or not.
+        paused: bool,
+    },
     /// Exit.
     Quit,
 }
@@ -346,6 +352,7 @@ pub fn worker_main(
     );
     let touch = Duration::from_millis(touch_interval_ms.max(100));
     let mut next_touch = Instant::now() + touch;
+    let mut paused = false;
     let mut queue: VecDeque<WorkerCmd> = VecDeque::new();
     loop {
         let cmd = match queue.pop_front() {
@@ -355,7 +362,7 @@ pub fn worker_main(
                 match rx.recv_timeout(wait) {
                     Ok(c) => c,
                     Err(mpsc::RecvTimeoutError::Timeout) => {
-                        if w.apps.values().any(|a| !a.touch.is_empty()) {
+                        if !paused && w.apps.values().any(|a| !a.touch.is_empty()) {
                             let r = w.touch_all();
                             w.reply(r, output);
                         }
@@ -382,6 +389,7 @@ pub fn worker_main(
                     output,
                 );
             }
+            WorkerCmd::PauseTouch { paused: p } => paused = p,
             WorkerCmd::Quit => return Ok(()),
         }
     }
@@ -667,6 +675,13 @@ impl PreloadMechanism for WorkerClient {
             app: app.into(),
             hold: Some(hold),
         })
+    }
+
+    fn pause_touch(&mut self, paused: bool) -> Result<(), MechError> {
+        if self.dry_run {
+            return Ok(());
+        }
+        self.send(&WorkerCmd::PauseTouch { paused })
     }
 
     fn held_bytes(&self) -> u64 {
