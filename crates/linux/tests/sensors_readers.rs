@@ -156,6 +156,33 @@ fn maps_from_real_text() {
 }
 
 #[test]
+fn smaps_vmas_and_flags_from_real_text() {
+    let v = read_smaps_vmas(&fx("smaps_mixed/proc"), 4343).unwrap();
+    assert_eq!(v.len(), 24);
+    assert!(v[0].name.ends_with("python3.11") && v[0].inode == 18500);
+    assert_eq!(v[0].vm_flags, ["rd", "mr", "mw", "me"]);
+    let locked = v.iter().find(|m| m.start_addr == 0x7f98b2fba000).unwrap();
+    assert!(locked.has_flag("lo") && locked.name.is_empty() && locked.perms == "rw-p");
+    assert_eq!(locked.end_addr - locked.start_addr, 3 * 4096);
+    let huge = v.iter().find(|m| m.has_flag("ht")).unwrap();
+    assert_eq!(huge.name, "/anon_hugepage (deleted)");
+    let vvar = v.iter().find(|m| m.name == "[vvar]").unwrap();
+    assert!(vvar.has_flag("pf") && vvar.has_flag("io"));
+    assert!(v
+        .iter()
+        .all(|m| m.end_addr > m.start_addr && !m.vm_flags.is_empty()));
+    // A field before any mapping, or a bad header, is an error naming the file.
+    let e = parse_smaps_vmas("Rss: 4 kB\n").unwrap_err().to_string();
+    assert!(e.contains("smaps") && e.contains("Rss"), "{e}");
+    assert!(parse_smaps_vmas("zz-1 rw-p 0 00:00 0\n").is_err());
+    assert_eq!(parse_smaps_vmas("").unwrap(), vec![]);
+    // A process that is gone is "not found".
+    assert!(read_smaps_vmas(&fx("smaps_mixed/proc"), 1)
+        .unwrap_err()
+        .is_not_found());
+}
+
+#[test]
 fn memcg_v1_from_real_text() {
     let cg = MemCgroup::open(&fx("memcg_v1")).unwrap();
     assert_eq!(cg.version, CgroupVersion::V1);

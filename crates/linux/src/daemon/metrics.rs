@@ -168,6 +168,18 @@ pub struct Gauges {
     pub features: Vec<(&'static str, bool)>,
     /// Settings changed and not yet restored.
     pub changed_settings: u64,
+    /// `process_madvise(MADV_PAGEOUT)` calls made.
+    pub page_out_calls: u64,
+    /// Failed page-out requests by errno.
+    pub page_out_errors: BTreeMap<i32, u64>,
+}
+
+/// The symbolic name of an errno value (`EINVAL`), or `errno N`.
+pub fn errno_name(errno: i32) -> String {
+    match nix::errno::Errno::from_raw(errno) {
+        nix::errno::Errno::UnknownErrno => format!("errno {errno}"),
+        e => format!("{e:?}"),
+    }
 }
 
 /// Renders the Prometheus text exposition.
@@ -215,6 +227,15 @@ pub fn render(m: &Metrics, g: &Gauges) -> String {
         "appflow_reclaimed_bytes_total{{type=\"file\"}} {}",
         g.dropped_bytes
     );
+    let _ = writeln!(o, "# HELP appflow_page_out_calls_total process_madvise(MADV_PAGEOUT) calls.\n# TYPE appflow_page_out_calls_total counter\nappflow_page_out_calls_total {}", g.page_out_calls);
+    let _ = writeln!(o, "# HELP appflow_page_out_errors_total Failed page-out requests, by errno (a vanished process is not counted).\n# TYPE appflow_page_out_errors_total counter");
+    for (e, n) in &g.page_out_errors {
+        let _ = writeln!(
+            o,
+            "appflow_page_out_errors_total{{errno=\"{e}\",name=\"{}\"}} {n}",
+            errno_name(*e)
+        );
+    }
     let _ = writeln!(o, "# HELP appflow_kills_total Processes (apps) killed, by reason.\n# TYPE appflow_kills_total counter");
     for ((code, name), n) in &m.kills {
         let _ = writeln!(
@@ -474,7 +495,18 @@ mod tests {
         };
         m.count_switch(ReclaimMode::Normal, ReclaimMode::EfficiencyFirst);
         m.count_kill(Reason::KillHighestNetFreed, 10);
-        let text = render(&m, &Gauges::default());
+        let g = Gauges {
+            page_out_calls: 7,
+            page_out_errors: [(libc::EINVAL, 2)].into_iter().collect(),
+            ..Default::default()
+        };
+        let text = render(&m, &g);
+        assert!(text.contains("appflow_page_out_calls_total 7"), "{text}");
+        assert!(
+            text.contains("appflow_page_out_errors_total{errno=\"22\",name=\"EINVAL\"} 2"),
+            "{text}"
+        );
+        assert_eq!(errno_name(libc::ENOMEM), "ENOMEM");
         assert!(
             text.contains("appflow_loop_jitter_seconds_bucket{le=\"0.05\"} 50"),
             "{text}"

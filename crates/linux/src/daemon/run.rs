@@ -640,6 +640,8 @@ impl Runtime {
                 ("freezer", self.features.freezer_v1),
             ],
             changed_settings: self.reclaim.journal().entries().len() as u64,
+            page_out_calls: self.reclaim.page_out_calls,
+            page_out_errors: self.reclaim.page_out_errors.clone(),
         }
     }
 
@@ -717,6 +719,14 @@ impl Runtime {
             "foreground": self.sched.foreground(),
             "apps": apps,
             "processes": self.procs.len(),
+            "reclaim": {
+                "paged_out_bytes": self.reclaim.paged_out_bytes,
+                "page_out_calls": self.reclaim.page_out_calls,
+                "page_out_errors": self.reclaim.page_out_errors.iter()
+                    .map(|(e, n)| json!({"errno": e, "name": metrics::errno_name(*e), "count": n}))
+                    .collect::<Vec<_>>(),
+                "smaps_errors": self.reclaim.smaps_errors,
+            },
             "kills": m.kills.values().sum::<u64>(),
             "mode_switches": m.switches_total(),
             "changed_settings": self.reclaim.journal().entries().iter().map(|e| json!({"path": e.path, "original": e.original})).collect::<Vec<_>>(),
