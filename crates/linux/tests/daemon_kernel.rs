@@ -216,7 +216,9 @@ fn helper(cgroup: &Path, mode: &str) -> Proc {
 /// Not a test of its own: the body of helper processes (does nothing unless
 /// APPFLOW_TEST_HELPER is set). Modes: `alloc:MIB` (allocate and hold),
 /// `burst:MIB` (allocate fast in 8 MiB steps, then hold), `churn` (allocate
-/// and free 16 MiB every 20 ms forever).
+/// and free 16 MiB every 20 ms forever), `maps:N` (N separate private
+/// anonymous mappings of odd sizes, every 25th mlocked, all touched),
+/// `mapfile:PATH` (map PATH read-only and touch every page: mapped page cache).
 #[test]
 fn helper_process() {
     let Ok(mode) = std::env::var("APPFLOW_TEST_HELPER") else {
@@ -262,6 +264,61 @@ fn helper_process() {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
+        }
+        "maps" => {
+            let n: usize = arg.parse().unwrap();
+            for i in 0..n {
+                // A guard page below each mapping keeps the kernel from
+                // merging neighbours (new mappings are placed top-down).
+                let page = 4096usize;
+                let len = ((i % 13) + 1) * 4 * page + (i * 37) % page + 1;
+                // SAFETY: private anonymous mapping; the guard page is made
+                // inaccessible, the rest is written below and never unmapped.
+                unsafe {
+                    let p = libc::mmap(
+                        std::ptr::null_mut(),
+                        page + len,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    );
+                    assert_ne!(p, libc::MAP_FAILED);
+                    assert_eq!(libc::mprotect(p, page, libc::PROT_NONE), 0);
+                    let body = (p as *mut u8).add(page);
+                    for off in (0..len).step_by(page) {
+                        *body.add(off) = (i as u8) | 1;
+                    }
+                    if i % 25 == 0 {
+                        assert_eq!(libc::mlock(body as *const libc::c_void, len), 0);
+                    }
+                }
+            }
+            println!("helper-ready");
+        }
+        "mapfile" => {
+            use std::os::fd::AsRawFd;
+            let f = std::fs::File::open(arg).unwrap();
+            let len = f.metadata().unwrap().len() as usize;
+            // SAFETY: read-only shared mapping of an open file, kept for the
+            // helper's life; only read.
+            unsafe {
+                let p = libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED,
+                    f.as_raw_fd(),
+                    0,
+                );
+                assert_ne!(p, libc::MAP_FAILED);
+                let mut sum = 0u64;
+                for off in (0..len).step_by(4096) {
+                    sum += *(p as *const u8).add(off) as u64;
+                }
+                std::hint::black_box(sum);
+            }
+            println!("helper-ready");
         }
         _ => panic!("unknown helper mode {mode}"),
     }
@@ -857,4 +914,150 @@ fn socket_garbage_gets_error_replies() {
     assert!(text.contains("appflow_socket_errors_total 5"), "{text}");
     assert!(text.contains("appflow_loop_jitter_seconds_count"));
     assert_eq!(d.status()["mode"], "normal");
+}
+
+/// Swap for a test: the machine's when it has some, else a zram device of
+/// our own (hot-added, removed on drop). `Err` is the reason to skip.
+struct TestSwap {
+    zram: Option<u32>,
+}
+
+impl TestSwap {
+    fn ensure(bytes: u64) -> Result<Self, String> {
+        let swaps =
+            std::fs::read_to_string("/proc/swaps").map_err(|e| format!("/proc/swaps: {e}"))?;
+        if swaps.lines().count() > 1 {
+            return Ok(Self { zram: None });
+        }
+        let n: u32 = std::fs::read_to_string("/sys/class/zram-control/hot_add")
+            .map_err(|e| format!("no zram to hot-add: {e}"))?
+            .trim()
+            .parse()
+            .map_err(|e| format!("zram hot_add: {e}"))?;
+        let me = Self { zram: Some(n) };
+        let dev = format!("/dev/zram{n}");
+        std::fs::write(format!("/sys/block/zram{n}/disksize"), bytes.to_string())
+            .map_err(|e| format!("zram{n} disksize: {e}"))?;
+        for (prog, args) in [
+            ("mkswap", vec![dev.as_str()]),
+            ("swapon", vec![dev.as_str()]),
+        ] {
+            let st = Command::new(prog)
+                .args(&args)
+                .stdout(Stdio::null())
+                .status()
+                .map_err(|e| format!("{prog}: {e}"))?;
+            if !st.success() {
+                return Err(format!("{prog} {dev} failed: {st}"));
+            }
+        }
+        Ok(me)
+    }
+}
+
+impl Drop for TestSwap {
+    fn drop(&mut self) {
+        if let Some(n) = self.zram {
+            let dev = format!("/dev/zram{n}");
+            let _ = Command::new("swapoff").arg(&dev).status();
+            let _ = std::fs::write("/sys/class/zram-control/hot_remove", n.to_string());
+        }
+    }
+}
+
+fn swap_kb(pid: u32) -> u64 {
+    appflow_linux::readers::read_smaps_rollup(Path::new("/proc"), pid)
+        .unwrap()
+        .swap_kb
+}
+
+/// (7) Page-out of a process with hundreds of anonymous mappings (odd sizes,
+/// some mlocked), resumed twice with budgets that are not page multiples:
+/// no failed request, and the pages really go to swap. The kernel's EINVAL
+/// causes (unaligned start, locked range) are shown first.
+#[test]
+fn page_out_of_hundreds_of_mappings_resumes_without_errors() {
+    use appflow_core::mechanism::ReclaimMechanism;
+    use appflow_linux::actuators::reclaim::{page_out_ranges, LiveReclaim, SwappinessTarget};
+    use appflow_linux::actuators::{pidfd_open, process_madvise, MADV_PAGEOUT};
+    require_kernel!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let swap = match TestSwap::ensure(512 * MIB) {
+        Ok(s) => s,
+        Err(r) => {
+            eprintln!("SKIPPED: no swap: {r}");
+            return;
+        }
+    };
+    let scratch = Scratch::new();
+    let cg = TempCgroup::new("pageout", Some(1024 * MIB));
+    let h = helper(&cg.path, "maps:400");
+    let pid = h.0.id();
+    let proc_root = Path::new("/proc");
+    let vmas = appflow_linux::readers::read_smaps_vmas(proc_root, pid).unwrap();
+    let ranges = page_out_ranges(&vmas);
+    let locked: Vec<_> = vmas
+        .iter()
+        .filter(|v| v.has_flag("lo") && v.perms == "rw-p" && v.inode == 0)
+        .collect();
+    assert_eq!(locked.len(), 16, "every 25th of 400 mappings is mlocked");
+    assert!(ranges.len() >= 384, "only {} ranges", ranges.len());
+    let total: u64 = ranges.iter().map(|r| r.len).sum();
+    // What the kernel refuses, and why the old batches failed.
+    let fd = pidfd_open(pid).unwrap();
+    let r0 = ranges.iter().find(|r| r.len >= 2 * 4096).unwrap();
+    assert_eq!(
+        process_madvise(&fd, &[(r0.start + 1000, 4096)], MADV_PAGEOUT),
+        Err(libc::EINVAL),
+        "a start off a page boundary"
+    );
+    let l0 = locked[0];
+    assert_eq!(
+        process_madvise(
+            &fd,
+            &[(l0.start_addr, l0.end_addr - l0.start_addr)],
+            MADV_PAGEOUT
+        ),
+        Err(libc::EINVAL),
+        "an mlocked range"
+    );
+    let swap0 = swap_kb(pid);
+    let (j, _) =
+        appflow_linux::journal::Journal::open(&scratch.0.join("journal.json"), false).unwrap();
+    let mut r = LiveReclaim::new(j, SwappinessTarget::None, proc_root, false);
+    let budgets = [total / 3 + 1234, total / 3 + 777, total + 4095];
+    let mut paged = Vec::new();
+    for b in budgets {
+        let n = r.page_out_anon(pid, b).unwrap();
+        assert!(n > 0 && n <= b, "paged {n} of budget {b}");
+        paged.push(n);
+    }
+    let swap1 = swap_kb(pid);
+    eprintln!(
+        "{} mappings ({} page-out ranges, {} mlocked skipped), {} KiB; budgets {budgets:?} -> \
+         paged {paged:?} in {} calls, errors {:?}; VmSwap {swap0} -> {swap1} KiB (zram of our own: {})",
+        vmas.len(),
+        ranges.len(),
+        locked.len(),
+        total / 1024,
+        r.page_out_calls,
+        r.page_out_errors,
+        swap.zram.is_some()
+    );
+    assert!(r.page_out_errors.is_empty(), "{:?}", r.page_out_errors);
+    assert_eq!(r.smaps_errors, 0);
+    // The helper wrote one byte per page of each range: every touched page
+    // of the first two budgets is out, most of the whole.
+    assert!(
+        swap1 * 1024 >= total / 2,
+        "VmSwap rose only {swap0} -> {swap1} KiB of {} KiB",
+        total / 1024
+    );
+    // The mlocked ranges stay resident.
+    let after = appflow_linux::readers::read_smaps_vmas(proc_root, pid).unwrap();
+    assert_eq!(
+        after.iter().filter(|v| v.has_flag("lo")).count(),
+        locked.len()
+    );
+    drop(h);
 }
