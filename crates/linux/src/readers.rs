@@ -16,7 +16,10 @@
 
 mod memcg;
 
-pub use memcg::{parse_memcg_stat_v1, parse_memcg_stat_v2, CgroupVersion, MemCgStat, MemCgroup};
+pub use memcg::{
+    cgroup_available_bytes, parse_memcg_stat_v1, parse_memcg_stat_v2, CgroupVersion, MemCgStat,
+    MemCgroup,
+};
 
 use std::collections::BTreeMap;
 use std::io;

@@ -197,13 +197,43 @@ fn memcg_v1_from_real_text() {
     assert_eq!(s.pgfault, 53_788);
     assert_eq!(s.workingset_refault, 62_647);
     assert_eq!((s.pgscan, s.pgsteal, s.swap_bytes), (0, 0, 0));
+    assert_eq!(s.mapped_file_bytes, 4_096);
+    // M_aval: limit − usage + (inactive_file − mapped_file).
     assert_eq!(
         cg.available_bytes().unwrap(),
-        Some(536_870_912 - 536_834_048 + 239_783_936)
+        Some(536_870_912 - 536_834_048 + 239_783_936 - 4_096)
     );
     assert_eq!(cg.procs().unwrap(), vec![10163]);
     assert_eq!(cg.swappiness().unwrap(), Some(30));
     assert_eq!(cg.pressure().unwrap(), None);
+}
+
+#[test]
+fn memcg_v1_mapped_file_is_not_available() {
+    // A process mapped a 96 MiB file and touched every page: nearly all of
+    // the inactive file list is mapped, so M_aval is about limit − usage.
+    let cg = MemCgroup::open(&fx("memcg_v1_mapped")).unwrap();
+    let s = cg.stat().unwrap();
+    assert_eq!(s.inactive_file_bytes, 114_552_832);
+    assert_eq!(s.mapped_file_bytes, 105_402_368);
+    assert_eq!(s.reclaimable_file_bytes(), 114_552_832 - 105_402_368);
+    let (limit, usage) = (536_870_912, 156_278_784);
+    assert_eq!(cg.usage_bytes().unwrap(), usage);
+    assert_eq!(
+        cg.available_bytes().unwrap(),
+        Some(limit - usage + 9_150_464)
+    );
+    // The formula before counted the mapped model as free: 105 MB too much.
+    assert_eq!(
+        limit - usage + s.inactive_file_bytes - cg.available_bytes().unwrap().unwrap(),
+        105_402_368
+    );
+    // More mapped than inactive (mapped pages on the active list): 0, not negative.
+    let mut t = s;
+    t.mapped_file_bytes = t.inactive_file_bytes + 1;
+    assert_eq!(cgroup_available_bytes(limit, usage, &t), limit - usage);
+    // Usage over the limit (v1 allows a brief overshoot): saturates.
+    assert_eq!(cgroup_available_bytes(100, 200, &MemCgStat::default()), 0);
 }
 
 #[test]
@@ -242,9 +272,11 @@ fn memcg_v2_documented_format() {
     assert_eq!(s.pgsteal, 40_111);
     assert_eq!(s.pgmajfault, 1_043);
     assert_eq!(s.swap_bytes, 8_388_608);
+    assert_eq!(s.mapped_file_bytes, 41_943_040);
+    assert_eq!(s.inactive_file_bytes, 188_743_680);
     assert_eq!(
         cg.available_bytes().unwrap(),
-        Some(536_870_912 - 423_624_704 + 188_743_680)
+        Some(536_870_912 - 423_624_704 + 188_743_680 - 41_943_040)
     );
     assert_eq!(cg.procs().unwrap(), vec![10311, 10315]);
     assert_eq!(cg.swappiness().unwrap(), None);

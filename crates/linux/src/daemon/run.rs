@@ -98,10 +98,7 @@ pub fn sample_domain(
             let st = cg.stat()?;
             let usage = cg.usage_bytes()?;
             let (total, avail) = match cg.limit_bytes()? {
-                Some(limit) => (
-                    limit,
-                    limit.saturating_sub(usage) + st.inactive_file_bytes.min(usage),
-                ),
+                Some(limit) => (limit, readers::cgroup_available_bytes(limit, usage, &st)),
                 None => (m.total_kb * 1024, m.available_kb * 1024),
             };
             // v2 has per-cgroup PSI; v1 uses the system's.
