@@ -302,13 +302,17 @@ pub fn run_notify(a: NotifyArgs) -> anyhow::Result<()> {
             pid: a.pid,
         },
     )?;
+    let error = v["error"].as_str().unwrap_or("error");
     if v["ok"] == true {
+        // The confirmation is the command's output: stdout.
         if let Some(m) = v["message"].as_str() {
-            eprintln!("{m}");
+            println!("{m}");
         }
         Ok(())
+    } else if v["bad_input"] == true {
+        Err(InputError::new(format!("daemon refused: {error}")).into())
     } else {
-        anyhow::bail!("daemon refused: {}", v["error"].as_str().unwrap_or("error"))
+        anyhow::bail!("daemon refused: {error}")
     }
 }
 

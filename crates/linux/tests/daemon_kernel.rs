@@ -916,6 +916,60 @@ fn socket_garbage_gets_error_replies() {
     assert_eq!(d.status()["mode"], "normal");
 }
 
+/// (9) `notify` from the command line: a confirmation on stdout (nothing
+/// on stderr), exit 0; an app the daemon does not know (not declared, no
+/// profile, no `--pid`) refused with exit 2 and one message on stderr; a new
+/// app announced with its pid accepted.
+#[test]
+fn notify_cli_confirms_on_stdout_and_exits_2_for_an_unknown_app() {
+    require_kernel!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = Scratch::new();
+    let domain = TempCgroup::new("notify", Some(256 * MIB));
+    let (cfg, sock) = config(
+        &scratch.0,
+        &domain.path,
+        "[[app]]\nname = \"demo\"\ncmdline = \"^no-such-command$\"\n",
+    );
+    let d = Daemon::start(&cfg, &sock, None);
+    let notify = |args: &[&str]| {
+        let out = Command::new(daemon_bin())
+            .args(["notify", "--socket", sock.to_str().unwrap()])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = notify(&["background", "demo"]);
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (Some(0), "demo is background\n", "")
+    );
+    let (code, out, err) = notify(&["launch", "nosuchapp"]);
+    assert_eq!(code, Some(2), "stdout {out:?} stderr {err:?}");
+    assert_eq!(out, "");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("unknown app \"nosuchapp\""), "{err}");
+    let me = std::process::id().to_string();
+    let (code, _, err) = notify(&["foreground", "newapp", "--pid", &me]);
+    assert_eq!(code, Some(0), "{err}");
+    let st = d.status();
+    let names: Vec<&str> = st["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"newapp") && !names.contains(&"nosuchapp"),
+        "{names:?}"
+    );
+}
+
 /// Swap for a test: the machine's when it has some, else a zram device of
 /// our own (hot-added, removed on drop). `Err` is the reason to skip.
 struct TestSwap {

@@ -745,7 +745,20 @@ impl Runtime {
             Request::Metrics {} => json!({"ok": true, "text": self.metrics_text()}),
             Request::Notify { event, app, pid } => {
                 let now = self.now_ms();
-                match self.sched.notify(event, &app, pid, now, &mut self.worker) {
+                // An app is known when declared, profiled or announced with
+                // its pid before; a new one must come with `--pid`.
+                let unknown = crate::config::valid_app_name(&app)
+                    && pid.is_none()
+                    && !self.sched.app_names().contains(&app);
+                let result = if !unknown {
+                    self.sched.notify(event, &app, pid, now, &mut self.worker)
+                } else {
+                    Err(format!(
+                        "unknown app {app:?}: not declared in [[app]], no profile, \
+                         and never announced with --pid"
+                    ))
+                };
+                match result {
                     Ok(msg) => {
                         if pid.is_some() {
                             // Recognise the announced process at once.
@@ -757,7 +770,11 @@ impl Runtime {
                         if let Some(s) = &self.server {
                             s.errors.fetch_add(1, Ordering::Relaxed);
                         }
-                        error_reply(e)
+                        // Every refused notification names a bad app: the
+                        // client exits 2 (bad input) on this mark.
+                        let mut r = error_reply(e);
+                        r["bad_input"] = json!(true);
+                        r
                     }
                 }
             }
