@@ -1167,12 +1167,13 @@ fn mapped_file_domain_switches_mode_within_200_ms_of_a_burst() {
         &scratch.0,
         &domain.path,
         &format!(
-            "[preload]\nenabled = false\n[killer]\nenabled = false\n\
+            "trace_file = \"{}\"\n[preload]\nenabled = false\n[killer]\nenabled = false\n\
              [reclaim]\nlow_memory_bytes = {}\nalloc_threshold_pages = {n_alloc}\n",
+            scratch.0.join("trace.json").display(),
             192 * MIB
         ),
     );
-    let d = Daemon::start(&cfg, &sock, None);
+    let mut d = Daemon::start(&cfg, &sock, None);
     wait_for("a few ticks", 10, || {
         d.status()["loop"]["ticks"].as_u64() >= Some(5)
     });
@@ -1212,5 +1213,24 @@ fn mapped_file_domain_switches_mode_within_200_ms_of_a_burst() {
         switched <= Duration::from_millis(200),
         "switched only after {switched:?}"
     );
+    // Stopped in the middle of a mode span: the trace ends it.
+    assert_ne!(d.status()["mode"], "normal");
+    assert!(d
+        .signal_and_wait(nix::sys::signal::Signal::SIGTERM)
+        .success());
+    let trace: Value =
+        serde_json::from_str(&std::fs::read_to_string(scratch.0.join("trace.json")).unwrap())
+            .unwrap();
+    let count = |ph: &str| {
+        trace["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == ph)
+            .count()
+    };
+    assert!(count("B") >= 1);
+    assert_eq!(count("B"), count("E"), "a mode span left open");
+    assert!(trace.to_string().contains("daemon stopped"));
     drop(burst);
 }

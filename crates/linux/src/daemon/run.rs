@@ -873,6 +873,8 @@ impl Runtime {
         }
         self.worker.shutdown();
         let errors = self.reclaim.restore_all();
+        let now = self.now_ms();
+        self.sched.trace.close_open_spans(now);
         self.write_outputs(true, last_trace);
         if errors.is_empty() {
             tracing::info!("every changed setting restored");
