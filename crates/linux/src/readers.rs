@@ -484,6 +484,46 @@ pub fn parse_smaps_rollup(text: &str) -> Result<SmapsRollup, ReadError> {
     Ok(s)
 }
 
+/// A process's memory from the counters of `/proc/PID/status` (KiB).
+/// Unlike `smaps_rollup`, the kernel reads these from per-mm counters: no
+/// page-table walk and no mmap lock, so reading them often does not slow
+/// the process down (the recorder samples the launch with it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StatusMemory {
+    /// VmRSS: resident pages (anon + file + shmem).
+    pub rss_kb: u64,
+    /// RssAnon: resident anonymous pages.
+    pub anon_kb: u64,
+    /// VmSwap: anonymous pages swapped out.
+    pub swap_kb: u64,
+}
+
+/// Parses the memory lines of `/proc/PID/status`. A process without an mm
+/// (kernel thread, zombie) has none of them: all zeros.
+pub fn parse_status_memory(text: &str) -> Result<StatusMemory, ReadError> {
+    const FILE: &str = "status";
+    let mut m = StatusMemory::default();
+    for line in text.lines() {
+        let Some((key, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let slot = match key {
+            "VmRSS" => &mut m.rss_kb,
+            "RssAnon" => &mut m.anon_kb,
+            "VmSwap" => &mut m.swap_kb,
+            _ => continue,
+        };
+        *slot = parse_u64(FILE, key, rest.trim().trim_end_matches("kB").trim())?;
+    }
+    Ok(m)
+}
+
+/// Reads the memory counters of `<proc_root>/<pid>/status`.
+pub fn read_status_memory(proc_root: &Path, pid: u32) -> Result<StatusMemory, ReadError> {
+    let path = pid_path(proc_root, pid, "status");
+    parse_status_memory(&read_text(&path)?).map_err(|e| e.at(&path))
+}
+
 fn pid_path(proc_root: &Path, pid: u32, file: &str) -> PathBuf {
     proc_root.join(pid.to_string()).join(file)
 }

@@ -156,6 +156,33 @@ fn maps_from_real_text() {
 }
 
 #[test]
+fn status_memory_from_real_text() {
+    let m = read_status_memory(&fx("vm6/proc"), 4242).unwrap();
+    assert_eq!(
+        m,
+        StatusMemory {
+            rss_kb: 79_164,
+            anon_kb: 72_404,
+            swap_kb: 0
+        }
+    );
+    // The same process's smaps_rollup agrees on Rss.
+    assert_eq!(
+        read_smaps_rollup(&fx("vm6/proc"), 4242).unwrap().rss_kb,
+        m.rss_kb
+    );
+    // A kernel thread has no memory lines.
+    assert_eq!(
+        parse_status_memory("Name:\tkthreadd\nState:\tS (sleeping)\n").unwrap(),
+        StatusMemory::default()
+    );
+    let e = parse_status_memory("VmRSS:\tlots kB\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("status") && e.contains("VmRSS"), "{e}");
+}
+
+#[test]
 fn smaps_vmas_and_flags_from_real_text() {
     let v = read_smaps_vmas(&fx("smaps_mixed/proc"), 4343).unwrap();
     assert_eq!(v.len(), 24);
