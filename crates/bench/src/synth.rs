@@ -683,7 +683,7 @@ mod tests {
         assert!(obs.files.iter().all(|f| f.path.starts_with("/m/x/")));
         let mut p = appflow_core::profile::LaunchProfile::new("x");
         p.merge_launch(&obs);
-        // The profile counts whole pages (what the page cache holds).
+        // The profile counts whole pages (what the page cache holds), up to EOF.
         let paged: u64 = obs
             .files
             .iter()
@@ -691,7 +691,13 @@ mod tests {
                 let rs = f
                     .ranges
                     .iter()
-                    .map(|&r| appflow_core::profile::page_align(r))
+                    .map(|&r| {
+                        let a = appflow_core::profile::page_align(r);
+                        appflow_core::profile::ByteRange {
+                            start: a.start,
+                            end: a.end.min(f.size_bytes),
+                        }
+                    })
                     .collect();
                 appflow_core::profile::coalesce(rs)
                     .iter()

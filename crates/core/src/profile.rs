@@ -246,7 +246,10 @@ impl LaunchProfile {
     /// Files with only the segments seen in most recent launches (more
     /// than half of [`Self::window`]), in first-access order. Ranges are
     /// widened to whole pages ([`crate::PAGE_BYTES`]): the page cache holds
-    /// whole pages, so that is what preloading them costs in memory.
+    /// whole pages, so that is what preloading them costs in memory; but
+    /// never past the end of the file (a file's last page holds only the
+    /// bytes up to its size, and a read stops there), so a file never shows
+    /// more bytes touched than it holds.
     pub fn active_files(&self) -> Vec<ActiveFile<'_>> {
         let window = self.window();
         let mut out: Vec<ActiveFile<'_>> = self
@@ -258,10 +261,14 @@ impl LaunchProfile {
                     .iter()
                     .filter(|s| 2 * s.seen_mask.count_ones() > window)
                     .map(|s| {
-                        page_align(ByteRange {
+                        let r = page_align(ByteRange {
                             start: s.start,
                             end: s.end,
-                        })
+                        });
+                        ByteRange {
+                            start: r.start,
+                            end: r.end.min(f.size_bytes.max(r.start)),
+                        }
                     })
                     .collect();
                 let ranges = coalesce(ranges);
@@ -501,8 +508,8 @@ mod tests {
             &[("/a", 100 * P, &[(0, 50 * P)]), ("/b", 10, &[(0, 10)])],
             1,
         ));
-        // /b's 10 bytes occupy a whole page.
-        assert_eq!(p.file_bytes(), 51 * P);
+        // /b's 10 bytes are all it holds: its page is not counted past EOF.
+        assert_eq!(p.file_bytes(), 50 * P + 10);
         // Second launch sees /a 0..100 but not /b.
         p.merge_launch(&obs(&[("/a", 100 * P, &[(0, 100 * P)])], 2));
         // Window 2: a range must be seen in both. /a 0..50 seen twice, 50..100 once, /b once.
@@ -580,6 +587,34 @@ mod tests {
             }]
         );
         assert_eq!(p.file_bytes(), 12288);
+    }
+
+    #[test]
+    fn touched_bytes_never_exceed_the_file() {
+        // The 33.0 KiB file `apps show` reported as 36.0 KiB touched.
+        let mut p = LaunchProfile::new("app");
+        p.merge_launch(&obs(
+            &[
+                ("/etc/ld.so.cache", 33_792, &[(0, 33_792)]),
+                ("/x", 5000, &[(4200, 4300)]),
+            ],
+            1,
+        ));
+        let act = p.active_files();
+        let cache = act.iter().find(|f| f.path == "/etc/ld.so.cache").unwrap();
+        assert_eq!(cache.touched_bytes(), 33_792);
+        // A range in the last page: from its page start up to EOF.
+        let x = act.iter().find(|f| f.path == "/x").unwrap();
+        assert_eq!(
+            x.ranges,
+            vec![ByteRange {
+                start: 4096,
+                end: 5000
+            }]
+        );
+        for f in &act {
+            assert!(f.touched_bytes() <= f.size_bytes, "{}", f.path);
+        }
     }
 
     #[test]

@@ -234,6 +234,23 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
         "loop            {} ticks, jitter p50 {} ms p99 {} ms, work p50 {} ms p99 {} ms",
         l["ticks"], l["jitter_p50_ms"], l["jitter_p99_ms"], l["work_p50_ms"], l["work_p99_ms"]
     );
+    let r = &v["reclaim"];
+    let errors: Vec<String> = r["page_out_errors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| format!("{} {}", e["name"].as_str().unwrap_or("?"), e["count"]))
+        .collect();
+    println!(
+        "page-out        {} in {} calls, errors: {}",
+        mib(&r["paged_out_bytes"]),
+        r["page_out_calls"],
+        if errors.is_empty() {
+            "none".to_string()
+        } else {
+            errors.join(", ")
+        }
+    );
     let changed = v["changed_settings"].as_array().map(Vec::len).unwrap_or(0);
     println!("changed         {changed} settings (restored on exit)");
     println!(
@@ -285,13 +302,17 @@ pub fn run_notify(a: NotifyArgs) -> anyhow::Result<()> {
             pid: a.pid,
         },
     )?;
+    let error = v["error"].as_str().unwrap_or("error");
     if v["ok"] == true {
+        // The confirmation is the command's output: stdout.
         if let Some(m) = v["message"].as_str() {
-            eprintln!("{m}");
+            println!("{m}");
         }
         Ok(())
+    } else if v["bad_input"] == true {
+        Err(InputError::new(format!("daemon refused: {error}")).into())
     } else {
-        anyhow::bail!("daemon refused: {}", v["error"].as_str().unwrap_or("error"))
+        anyhow::bail!("daemon refused: {error}")
     }
 }
 

@@ -17,7 +17,10 @@
 pub mod demand;
 mod memcg;
 
-pub use memcg::{parse_memcg_stat_v1, parse_memcg_stat_v2, CgroupVersion, MemCgStat, MemCgroup};
+pub use memcg::{
+    cgroup_available_bytes, parse_memcg_stat_v1, parse_memcg_stat_v2, CgroupVersion, MemCgStat,
+    MemCgroup,
+};
 
 use std::collections::BTreeMap;
 use std::io;
@@ -482,6 +485,46 @@ pub fn parse_smaps_rollup(text: &str) -> Result<SmapsRollup, ReadError> {
     Ok(s)
 }
 
+/// A process's memory from the counters of `/proc/PID/status` (KiB).
+/// Unlike `smaps_rollup`, the kernel reads these from per-mm counters: no
+/// page-table walk and no mmap lock, so reading them often does not slow
+/// the process down (the recorder samples the launch with it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StatusMemory {
+    /// VmRSS: resident pages (anon + file + shmem).
+    pub rss_kb: u64,
+    /// RssAnon: resident anonymous pages.
+    pub anon_kb: u64,
+    /// VmSwap: anonymous pages swapped out.
+    pub swap_kb: u64,
+}
+
+/// Parses the memory lines of `/proc/PID/status`. A process without an mm
+/// (kernel thread, zombie) has none of them: all zeros.
+pub fn parse_status_memory(text: &str) -> Result<StatusMemory, ReadError> {
+    const FILE: &str = "status";
+    let mut m = StatusMemory::default();
+    for line in text.lines() {
+        let Some((key, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let slot = match key {
+            "VmRSS" => &mut m.rss_kb,
+            "RssAnon" => &mut m.anon_kb,
+            "VmSwap" => &mut m.swap_kb,
+            _ => continue,
+        };
+        *slot = parse_u64(FILE, key, rest.trim().trim_end_matches("kB").trim())?;
+    }
+    Ok(m)
+}
+
+/// Reads the memory counters of `<proc_root>/<pid>/status`.
+pub fn read_status_memory(proc_root: &Path, pid: u32) -> Result<StatusMemory, ReadError> {
+    let path = pid_path(proc_root, pid, "status");
+    parse_status_memory(&read_text(&path)?).map_err(|e| e.at(&path))
+}
+
 fn pid_path(proc_root: &Path, pid: u32, file: &str) -> PathBuf {
     proc_root.join(pid.to_string()).join(file)
 }
@@ -614,43 +657,134 @@ pub struct FileMapping {
     pub path: String,
 }
 
+/// The fields of one `/proc/PID/maps` line (also the header line of each
+/// `/proc/PID/smaps` entry).
+struct MapsLine<'a> {
+    start_addr: u64,
+    end_addr: u64,
+    perms: &'a str,
+    offset_bytes: u64,
+    dev: &'a str,
+    inode: u64,
+    /// Path or pseudo-name (`[heap]`, `[anon:…]`); empty for an unnamed mapping.
+    name: &'a str,
+}
+
+fn parse_maps_line<'a>(file: &str, line: &'a str) -> Result<MapsLine<'a>, ReadError> {
+    let bad = |what: &str| parse_err(file, format!("{what} in line {line:?}"));
+    let mut it = line.splitn(6, ' ');
+    let range = it.next().ok_or_else(|| bad("no address range"))?;
+    let perms = it.next().ok_or_else(|| bad("no permissions"))?;
+    let offset = it.next().ok_or_else(|| bad("no offset"))?;
+    let dev = it.next().ok_or_else(|| bad("no device"))?;
+    let inode = it.next().ok_or_else(|| bad("no inode"))?;
+    let name = it.next().unwrap_or("").trim();
+    let (s, e) = range
+        .split_once('-')
+        .ok_or_else(|| bad("bad address range"))?;
+    let hex = |v: &str, what: &str| u64::from_str_radix(v, 16).map_err(|_| bad(what));
+    Ok(MapsLine {
+        start_addr: hex(s, "bad start address")?,
+        end_addr: hex(e, "bad end address")?,
+        perms,
+        offset_bytes: hex(offset, "bad offset")?,
+        dev,
+        inode: inode.parse().map_err(|_| bad("bad inode"))?,
+        name,
+    })
+}
+
 /// Parses `/proc/PID/maps`, keeping only mappings of files (inode ≠ 0 and an
 /// absolute path; anonymous, `[heap]`, `[stack]`, `[vdso]` are skipped).
 /// A deleted file's ` (deleted)` suffix is kept in the path.
 pub fn parse_maps(text: &str) -> Result<Vec<FileMapping>, ReadError> {
-    const FILE: &str = "maps";
     let mut out = Vec::new();
     for line in text.lines() {
         if line.trim().is_empty() {
             continue;
         }
-        let bad = |what: &str| parse_err(FILE, format!("{what} in line {line:?}"));
-        let mut it = line.splitn(6, ' ');
-        let range = it.next().ok_or_else(|| bad("no address range"))?;
-        let perms = it.next().ok_or_else(|| bad("no permissions"))?;
-        let offset = it.next().ok_or_else(|| bad("no offset"))?;
-        let dev = it.next().ok_or_else(|| bad("no device"))?;
-        let inode = it.next().ok_or_else(|| bad("no inode"))?;
-        let path = it.next().unwrap_or("").trim_start();
-        let (s, e) = range
-            .split_once('-')
-            .ok_or_else(|| bad("bad address range"))?;
-        let hex = |v: &str, what: &str| u64::from_str_radix(v, 16).map_err(|_| bad(what));
-        let inode: u64 = inode.parse().map_err(|_| bad("bad inode"))?;
-        if inode == 0 || !path.starts_with('/') {
+        let m = parse_maps_line("maps", line)?;
+        if m.inode == 0 || !m.name.starts_with('/') {
             continue;
         }
         out.push(FileMapping {
-            start_addr: hex(s, "bad start address")?,
-            end_addr: hex(e, "bad end address")?,
-            perms: perms.to_string(),
-            offset_bytes: hex(offset, "bad offset")?,
-            dev: dev.to_string(),
-            inode,
-            path: path.to_string(),
+            start_addr: m.start_addr,
+            end_addr: m.end_addr,
+            perms: m.perms.to_string(),
+            offset_bytes: m.offset_bytes,
+            dev: m.dev.to_string(),
+            inode: m.inode,
+            path: m.name.to_string(),
         });
     }
     Ok(out)
+}
+
+/// One mapping of `/proc/PID/smaps` with the kernel's flags for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vma {
+    /// First virtual address.
+    pub start_addr: u64,
+    /// One past the last virtual address.
+    pub end_addr: u64,
+    /// Permissions, e.g. `rw-p`.
+    pub perms: String,
+    /// Inode number (0 for anonymous memory).
+    pub inode: u64,
+    /// Path or pseudo-name (`[heap]`, `[anon:…]`), empty for an unnamed mapping.
+    pub name: String,
+    /// The `VmFlags` mnemonics (`rd wr … lo ac`; see proc(5)): e.g. `lo`
+    /// VM_LOCKED, `pf` VM_PFNMAP, `io` VM_IO, `ht` VM_HUGETLB.
+    pub vm_flags: Vec<String>,
+}
+
+impl Vma {
+    /// Whether the kernel set the VmFlags mnemonic `flag` on this mapping.
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.vm_flags.iter().any(|f| f == flag)
+    }
+}
+
+/// Parses `/proc/PID/smaps` into its mappings and their `VmFlags` (the
+/// per-mapping memory counters are not kept). A field line before the first
+/// mapping, or a malformed header line, is an error naming the line.
+pub fn parse_smaps_vmas(text: &str) -> Result<Vec<Vma>, ReadError> {
+    const FILE: &str = "smaps";
+    let mut out: Vec<Vma> = Vec::new();
+    for line in text.lines() {
+        let Some(first) = line.split_whitespace().next() else {
+            continue;
+        };
+        if let Some(key) = first.strip_suffix(':') {
+            let Some(vma) = out.last_mut() else {
+                return Err(parse_err(FILE, format!("field {key} before any mapping")));
+            };
+            if key == "VmFlags" {
+                vma.vm_flags = line
+                    .split_whitespace()
+                    .skip(1)
+                    .map(str::to_string)
+                    .collect();
+            }
+            continue;
+        }
+        let m = parse_maps_line(FILE, line)?;
+        out.push(Vma {
+            start_addr: m.start_addr,
+            end_addr: m.end_addr,
+            perms: m.perms.to_string(),
+            inode: m.inode,
+            name: m.name.to_string(),
+            vm_flags: Vec::new(),
+        });
+    }
+    Ok(out)
+}
+
+/// Reads the mappings and their flags from `<proc_root>/<pid>/smaps`.
+pub fn read_smaps_vmas(proc_root: &Path, pid: u32) -> Result<Vec<Vma>, ReadError> {
+    let path = pid_path(proc_root, pid, "smaps");
+    parse_smaps_vmas(&read_text(&path)?).map_err(|e| e.at(&path))
 }
 
 /// Reads the file mappings of `<proc_root>/<pid>/maps`.

@@ -11,8 +11,17 @@
 //! | files and first-access time | fanotify permission events (`FAN_OPEN_PERM`, `FAN_OPEN_EXEC_PERM`; optionally `FAN_ACCESS`) on every storage filesystem, filtered to descendants of the recorder (`fanotify` submodule) |
 //! | ranges brought into the page cache, including by mmap faults and readahead | `mincore` residency of each file taken while its first opener is blocked, diffed with residency at the end of the window ([`residency`]) |
 //! | files reached only through mappings | `/proc/PID/maps` of the tree sampled during the window; their resident pages within the mapped ranges |
-//! | M_sum (anonymous allocation of the launch) | peak over the window of Σ (Anonymous + Swap) of the tree's `smaps_rollup`, sampled every `sample_ms` |
-//! | relaunch baseline | Σ (Rss + Swap) of the tree at readiness (the last sample when readiness is exit) |
+//! | M_sum (anonymous allocation of the launch) | peak over the window of Σ (RssAnon + VmSwap) of the tree's `/proc/PID/status`, sampled every `sample_ms` |
+//! | relaunch baseline | Σ (VmRSS + VmSwap) of the tree at readiness (the last sample when readiness is exit) |
+//!
+//! **Cost.** The memory samples read `/proc/PID/status`, whose counters the
+//! kernel keeps per mm: `smaps_rollup` (used before) walks every page table
+//! of the process under its mmap lock, which for a process with a large
+//! mapped model took milliseconds per sample and stalled the app's own page
+//! faults. The rescans of /proc for descendants and the reads of mappings
+//! run at the start, then at intervals doubling from 50 ms to
+//! [`FULL_SCAN_MAX_MS`] (a launch's processes and mappings appear early), and
+//! once more at readiness, which sees every mapping still alive.
 //!
 //! With `cold`, each file is dropped from the page cache (POSIX_FADV_DONTNEED)
 //! when the tree first opens it, before the open proceeds, so the recording
@@ -31,7 +40,7 @@
 mod fanotify;
 pub mod residency;
 
-use crate::readers::{descendants, read_maps, read_smaps_rollup, FileMapping};
+use crate::readers::{descendants, read_maps, read_status_memory, FileMapping};
 use appflow_core::profile::{coalesce, ByteRange, LaunchObservation, ObservedFile};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
@@ -201,7 +210,7 @@ impl Samples {
         let mut gone = Vec::new();
         let pids: Vec<u32> = self.pids.iter().copied().collect();
         for pid in pids {
-            match read_smaps_rollup(proc_root, pid) {
+            match read_status_memory(proc_root, pid) {
                 Ok(s) => {
                     anon += s.anon_kb + s.swap_kb;
                     foot += s.rss_kb + s.swap_kb;
@@ -238,6 +247,38 @@ impl Samples {
                 start: m.offset_bytes,
                 end: m.offset_bytes + len,
             });
+    }
+}
+
+/// Longest interval between two rescans of /proc and of the tree's mappings, ms.
+pub const FULL_SCAN_MAX_MS: u64 = 1000;
+/// First interval between rescans, ms (doubles after each).
+const FULL_SCAN_FIRST_MS: u64 = 50;
+
+/// When the costly samples (a /proc rescan for descendants, the mappings)
+/// are due: at the start, then after 50, 100, 200, … ms up to
+/// [`FULL_SCAN_MAX_MS`].
+struct FullScans {
+    next: Instant,
+    interval: Duration,
+}
+
+impl FullScans {
+    fn new(start: Instant) -> Self {
+        Self {
+            next: start,
+            interval: Duration::from_millis(FULL_SCAN_FIRST_MS),
+        }
+    }
+
+    /// Whether a full scan is due at `now`; if so, schedules the next one.
+    fn due(&mut self, now: Instant) -> bool {
+        if now < self.next {
+            return false;
+        }
+        self.next = now + self.interval;
+        self.interval = (self.interval * 2).min(Duration::from_millis(FULL_SCAN_MAX_MS));
+        true
     }
 }
 
@@ -369,13 +410,12 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
     let timeout = Duration::from_millis(opts.timeout_ms);
     let mut exit_status: Option<ExitStatus> = None;
     let mut next_sample = start;
-    let mut n = 0u64;
+    let mut full_scans = FullScans::new(start);
     let outcome: Result<(), RecordError> = loop {
-        if Instant::now() >= next_sample {
+        let now = Instant::now();
+        if now >= next_sample {
             let known = watcher.tree.lock().map(|t| t.clone()).unwrap_or_default();
-            // Rescan /proc and read mappings every 5th sample (they cost more).
-            samples.take(&opts.proc_root, &known, n == 0);
-            n = (n + 1) % 5;
+            samples.take(&opts.proc_root, &known, full_scans.due(now));
             next_sample += sample_every;
         }
         let exited = child.try_wait()?;
@@ -521,4 +561,21 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
         },
         summary,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_scans_start_at_once_then_back_off_to_a_second() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut f = FullScans::new(t0);
+        let due_at: Vec<u64> = (0..=3000u64)
+            .step_by(10)
+            .filter(|&t| f.due(t0 + ms(t)))
+            .collect();
+        assert_eq!(due_at, [0, 50, 150, 350, 750, 1550, 2550]);
+    }
 }

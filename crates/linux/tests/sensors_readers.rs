@@ -156,6 +156,60 @@ fn maps_from_real_text() {
 }
 
 #[test]
+fn status_memory_from_real_text() {
+    let m = read_status_memory(&fx("vm6/proc"), 4242).unwrap();
+    assert_eq!(
+        m,
+        StatusMemory {
+            rss_kb: 79_164,
+            anon_kb: 72_404,
+            swap_kb: 0
+        }
+    );
+    // The same process's smaps_rollup agrees on Rss.
+    assert_eq!(
+        read_smaps_rollup(&fx("vm6/proc"), 4242).unwrap().rss_kb,
+        m.rss_kb
+    );
+    // A kernel thread has no memory lines.
+    assert_eq!(
+        parse_status_memory("Name:\tkthreadd\nState:\tS (sleeping)\n").unwrap(),
+        StatusMemory::default()
+    );
+    let e = parse_status_memory("VmRSS:\tlots kB\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("status") && e.contains("VmRSS"), "{e}");
+}
+
+#[test]
+fn smaps_vmas_and_flags_from_real_text() {
+    let v = read_smaps_vmas(&fx("smaps_mixed/proc"), 4343).unwrap();
+    assert_eq!(v.len(), 24);
+    assert!(v[0].name.ends_with("python3.11") && v[0].inode == 18500);
+    assert_eq!(v[0].vm_flags, ["rd", "mr", "mw", "me"]);
+    let locked = v.iter().find(|m| m.start_addr == 0x7f98b2fba000).unwrap();
+    assert!(locked.has_flag("lo") && locked.name.is_empty() && locked.perms == "rw-p");
+    assert_eq!(locked.end_addr - locked.start_addr, 3 * 4096);
+    let huge = v.iter().find(|m| m.has_flag("ht")).unwrap();
+    assert_eq!(huge.name, "/anon_hugepage (deleted)");
+    let vvar = v.iter().find(|m| m.name == "[vvar]").unwrap();
+    assert!(vvar.has_flag("pf") && vvar.has_flag("io"));
+    assert!(v
+        .iter()
+        .all(|m| m.end_addr > m.start_addr && !m.vm_flags.is_empty()));
+    // A field before any mapping, or a bad header, is an error naming the file.
+    let e = parse_smaps_vmas("Rss: 4 kB\n").unwrap_err().to_string();
+    assert!(e.contains("smaps") && e.contains("Rss"), "{e}");
+    assert!(parse_smaps_vmas("zz-1 rw-p 0 00:00 0\n").is_err());
+    assert_eq!(parse_smaps_vmas("").unwrap(), vec![]);
+    // A process that is gone is "not found".
+    assert!(read_smaps_vmas(&fx("smaps_mixed/proc"), 1)
+        .unwrap_err()
+        .is_not_found());
+}
+
+#[test]
 fn memcg_v1_from_real_text() {
     let cg = MemCgroup::open(&fx("memcg_v1")).unwrap();
     assert_eq!(cg.version, CgroupVersion::V1);
@@ -170,13 +224,43 @@ fn memcg_v1_from_real_text() {
     assert_eq!(s.pgfault, 53_788);
     assert_eq!(s.workingset_refault, 62_647);
     assert_eq!((s.pgscan, s.pgsteal, s.swap_bytes), (0, 0, 0));
+    assert_eq!(s.mapped_file_bytes, 4_096);
+    // M_aval: limit − usage + (inactive_file − mapped_file).
     assert_eq!(
         cg.available_bytes().unwrap(),
-        Some(536_870_912 - 536_834_048 + 239_783_936)
+        Some(536_870_912 - 536_834_048 + 239_783_936 - 4_096)
     );
     assert_eq!(cg.procs().unwrap(), vec![10163]);
     assert_eq!(cg.swappiness().unwrap(), Some(30));
     assert_eq!(cg.pressure().unwrap(), None);
+}
+
+#[test]
+fn memcg_v1_mapped_file_is_not_available() {
+    // A process mapped a 96 MiB file and touched every page: nearly all of
+    // the inactive file list is mapped, so M_aval is about limit − usage.
+    let cg = MemCgroup::open(&fx("memcg_v1_mapped")).unwrap();
+    let s = cg.stat().unwrap();
+    assert_eq!(s.inactive_file_bytes, 114_552_832);
+    assert_eq!(s.mapped_file_bytes, 105_402_368);
+    assert_eq!(s.reclaimable_file_bytes(), 114_552_832 - 105_402_368);
+    let (limit, usage) = (536_870_912, 156_278_784);
+    assert_eq!(cg.usage_bytes().unwrap(), usage);
+    assert_eq!(
+        cg.available_bytes().unwrap(),
+        Some(limit - usage + 9_150_464)
+    );
+    // The formula before counted the mapped model as free: 105 MB too much.
+    assert_eq!(
+        limit - usage + s.inactive_file_bytes - cg.available_bytes().unwrap().unwrap(),
+        105_402_368
+    );
+    // More mapped than inactive (mapped pages on the active list): 0, not negative.
+    let mut t = s;
+    t.mapped_file_bytes = t.inactive_file_bytes + 1;
+    assert_eq!(cgroup_available_bytes(limit, usage, &t), limit - usage);
+    // Usage over the limit (v1 allows a brief overshoot): saturates.
+    assert_eq!(cgroup_available_bytes(100, 200, &MemCgStat::default()), 0);
 }
 
 #[test]
@@ -215,9 +299,11 @@ fn memcg_v2_documented_format() {
     assert_eq!(s.pgsteal, 40_111);
     assert_eq!(s.pgmajfault, 1_043);
     assert_eq!(s.swap_bytes, 8_388_608);
+    assert_eq!(s.mapped_file_bytes, 41_943_040);
+    assert_eq!(s.inactive_file_bytes, 188_743_680);
     assert_eq!(
         cg.available_bytes().unwrap(),
-        Some(536_870_912 - 423_624_704 + 188_743_680)
+        Some(536_870_912 - 423_624_704 + 188_743_680 - 41_943_040)
     );
     assert_eq!(cg.procs().unwrap(), vec![10311, 10315]);
     assert_eq!(cg.swappiness().unwrap(), None);

@@ -7,10 +7,20 @@
 //!   swappiness: the mode degrades to the worker's protected ranges alone and
 //!   the log says so. Every change goes through the [`Journal`] first.
 //! * **rebalancing**: original swappiness back, and `process_madvise(MADV_PAGEOUT)`
-//!   of background apps' private anonymous ranges (from /proc/PID/maps).
+//!   of background apps' private anonymous ranges (from /proc/PID/smaps).
+//!   The kernel refuses the *whole* call with EINVAL when one range starts
+//!   off a page boundary (`madvise` requires a page-aligned start) or lies in
+//!   a mapping it cannot page out (`madvise_pageout`: `can_madv_lru_vma`
+//!   rejects VM_LOCKED, VM_PFNMAP and VM_HUGETLB; VM_IO comes with PFN maps).
+//!   So budgets are cut to whole pages (the resume cursor stays aligned), and
+//!   mappings whose `VmFlags` show `lo`, `pf`, `io` or `ht` are left out
+//!   before the call. Every failure other than a vanished process is counted
+//!   by errno ([`LiveReclaim::page_out_errors`]), shown in `status` and the
+//!   metrics.
 //! * **normal**: every original setting restored exactly.
 
 use crate::journal::Journal;
+use crate::readers::{read_smaps_vmas, Vma};
 use appflow_core::mechanism::{MechError, ReclaimMechanism};
 use appflow_core::reclaim::ReclaimMode;
 use std::collections::BTreeMap;
@@ -36,41 +46,90 @@ pub struct AnonRange {
     pub len: u64,
 }
 
-/// Parses /proc/PID/maps text into its private anonymous, writable ranges
-/// (heap, stack, `[anon:…]` and unnamed mappings; not vdso/vvar/vsyscall).
-/// Malformed lines are skipped.
-pub fn parse_anon_ranges(maps: &str) -> Vec<AnonRange> {
-    let mut out = Vec::new();
-    for line in maps.lines() {
-        let mut it = line.split_whitespace();
-        let (Some(range), Some(perms), Some(_off), Some(_dev), Some(inode)) =
-            (it.next(), it.next(), it.next(), it.next(), it.next())
-        else {
-            continue;
-        };
-        let name: String = it.collect::<Vec<_>>().join(" ");
-        let Some((a, b)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else {
-            continue;
-        };
-        let perms = perms.as_bytes();
-        let private_rw =
-            perms.len() >= 4 && perms[0] == b'r' && perms[1] == b'w' && perms[3] == b'p';
-        let anon_name = name.is_empty()
-            || name == "[heap]"
-            || name == "[stack]"
-            || name.starts_with("[anon:")
-            || name.starts_with("[stack:");
-        if private_rw && inode == "0" && anon_name && b > a {
-            out.push(AnonRange {
-                start: a,
-                len: b - a,
-            });
+/// `VmFlags` mnemonics of mappings that `MADV_PAGEOUT` refuses with EINVAL:
+/// `lo` VM_LOCKED, `pf` VM_PFNMAP, `io` VM_IO, `ht` VM_HUGETLB.
+pub const PAGEOUT_REFUSED_FLAGS: [&str; 4] = ["lo", "pf", "io", "ht"];
+
+/// The mappings page-out may ask for: private, writable, anonymous (heap,
+/// stack, `[anon:…]` and unnamed mappings; not vdso/vvar/vsyscall, not
+/// shared memory, not files) and none of [`PAGEOUT_REFUSED_FLAGS`].
+pub fn page_out_ranges(vmas: &[Vma]) -> Vec<AnonRange> {
+    vmas.iter()
+        .filter(|v| {
+            let p = v.perms.as_bytes();
+            let private_rw = p.len() >= 4 && p[0] == b'r' && p[1] == b'w' && p[3] == b'p';
+            let anon_name = v.name.is_empty()
+                || v.name == "[heap]"
+                || v.name == "[stack]"
+                || v.name.starts_with("[anon:")
+                || v.name.starts_with("[stack:");
+            private_rw
+                && v.inode == 0
+                && anon_name
+                && v.end_addr > v.start_addr
+                && !PAGEOUT_REFUSED_FLAGS.iter().any(|f| v.has_flag(f))
+        })
+        .map(|v| AnonRange {
+            start: v.start_addr,
+            len: v.end_addr - v.start_addr,
+        })
+        .collect()
+}
+
+/// At most this many ranges per call (the kernel's UIO_MAXIOV).
+pub const MAX_IOV: usize = 1024;
+
+/// One page-out call's ranges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageOutBatch {
+    /// (address, length) pairs, page-aligned.
+    pub ranges: Vec<(u64, u64)>,
+    /// Sum of the lengths.
+    pub asked_bytes: u64,
+    /// Where the next batch continues (page-aligned).
+    pub next_cursor: u64,
+}
+
+/// Plans one page-out call: `ranges` from the cursor `from` on, then wrapping
+/// around, up to `budget_bytes` cut down to whole pages (at least one page)
+/// and [`MAX_IOV`] ranges. Every start and length is a multiple of
+/// `page_bytes`, so the cursor never lands off a page boundary.
+pub fn plan_page_out(
+    ranges: &[AnonRange],
+    from: u64,
+    budget_bytes: u64,
+    page_bytes: u64,
+) -> PageOutBatch {
+    let page = page_bytes.max(1);
+    let budget = (budget_bytes / page * page).max(page);
+    let from = from / page * page;
+    let ordered = ranges
+        .iter()
+        .filter(|r| r.start + r.len > from)
+        .chain(ranges.iter().filter(|r| r.start + r.len <= from));
+    let mut b = PageOutBatch {
+        ranges: Vec::new(),
+        asked_bytes: 0,
+        next_cursor: from,
+    };
+    for r in ordered {
+        if b.asked_bytes >= budget || b.ranges.len() >= MAX_IOV {
+            break;
         }
+        let start = if r.start < from && from < r.start + r.len {
+            from
+        } else {
+            r.start
+        };
+        let len = ((r.start + r.len - start).min(budget - b.asked_bytes)) / page * page;
+        if len == 0 {
+            continue;
+        }
+        b.ranges.push((start, len));
+        b.asked_bytes += len;
+        b.next_cursor = start + len;
     }
-    out
+    b
 }
 
 /// The live reclaim mechanism.
@@ -87,6 +146,13 @@ pub struct LiveReclaim {
     pub paged_out_bytes: u64,
     /// Bytes dropped from the page cache, since start.
     pub dropped_bytes: u64,
+    /// `process_madvise(MADV_PAGEOUT)` calls made, since start.
+    pub page_out_calls: u64,
+    /// Failed page-out requests by errno (a vanished process is not a failure).
+    pub page_out_errors: BTreeMap<i32, u64>,
+    /// /proc/PID/smaps of a live process that could not be read or parsed.
+    pub smaps_errors: u64,
+    page_bytes: u64,
 }
 
 impl LiveReclaim {
@@ -106,6 +172,10 @@ impl LiveReclaim {
             warned_v2: false,
             paged_out_bytes: 0,
             dropped_bytes: 0,
+            page_out_calls: 0,
+            page_out_errors: BTreeMap::new(),
+            smaps_errors: 0,
+            page_bytes: crate::recorder::residency::page_bytes(),
         }
     }
 
@@ -150,11 +220,37 @@ impl LiveReclaim {
         }
     }
 
+    /// Counts a failed page-out request; a vanished process or a kernel
+    /// without the syscall ends the page-out of this process instead.
+    fn page_out_error(&mut self, pid: u32, errno: i32) -> Result<(), MechError> {
+        match errno {
+            libc::ESRCH => Err(MechError::Vanished(pid)),
+            libc::ENOSYS => Err(MechError::Unsupported("process_madvise".into())),
+            e => {
+                *self.page_out_errors.entry(e).or_default() += 1;
+                Ok(())
+            }
+        }
+    }
+
     fn forget_vanished_pids(&mut self) {
         let root = self.proc_root.clone();
         self.cursor
             .retain(|pid, _| root.join(pid.to_string()).exists());
     }
+}
+
+/// Index of the range at which a call that advised `advised_bytes` of
+/// `ranges` stopped; `None` when it advised them all.
+fn ranges_before(ranges: &[(u64, u64)], advised_bytes: u64) -> Option<usize> {
+    let mut sum = 0u64;
+    for (i, &(_, len)) in ranges.iter().enumerate() {
+        sum += len;
+        if sum > advised_bytes {
+            return Some(i);
+        }
+    }
+    None
 }
 
 fn failed(what: impl Into<String>, detail: impl ToString) -> MechError {
@@ -213,77 +309,83 @@ impl ReclaimMechanism for LiveReclaim {
     }
 
     fn page_out_anon(&mut self, pid: u32, max_bytes: u64) -> Result<u64, MechError> {
-        let maps = match std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("maps"))
-        {
-            Ok(m) => m,
-            Err(_) => return Err(MechError::Vanished(pid)),
-        };
-        let ranges = parse_anon_ranges(&maps);
-        let from = self.cursor.get(&pid).copied().unwrap_or(0);
-        // Continue after the cursor, then wrap around.
-        let mut ordered: Vec<AnonRange> = ranges
-            .iter()
-            .copied()
-            .filter(|r| r.start + r.len > from)
-            .collect();
-        ordered.extend(ranges.iter().copied().filter(|r| r.start + r.len <= from));
-        let mut batch = Vec::new();
-        let mut asked = 0u64;
-        let mut next = 0u64;
-        for r in ordered {
-            if asked >= max_bytes || batch.len() >= 1024 {
-                break;
+        let vmas = match read_smaps_vmas(&self.proc_root, pid) {
+            Ok(v) => v,
+            Err(e) if e.is_not_found() => return Err(MechError::Vanished(pid)),
+            Err(e) => {
+                self.smaps_errors += 1;
+                return Err(failed(format!("reading smaps of {pid}"), e));
             }
-            let start = if r.start < from && from < r.start + r.len {
-                from
-            } else {
-                r.start
-            };
-            let len = (r.start + r.len - start).min(max_bytes - asked);
-            batch.push((start, len));
-            asked += len;
-            next = start + len;
-        }
-        if batch.is_empty() {
+        };
+        let ranges = page_out_ranges(&vmas);
+        let from = self.cursor.get(&pid).copied().unwrap_or(0);
+        let batch = plan_page_out(&ranges, from, max_bytes, self.page_bytes);
+        if batch.ranges.is_empty() {
             return Ok(0);
         }
         if self.dry_run {
             tracing::info!(
                 pid,
-                bytes = asked,
-                ranges = batch.len(),
+                bytes = batch.asked_bytes,
+                ranges = batch.ranges.len(),
                 "dry-run: would page out anon"
             );
-            return Ok(asked);
+            return Ok(batch.asked_bytes);
         }
         let fd = match super::pidfd_open(pid) {
             Ok(fd) => fd,
             Err(libc::ESRCH) => return Err(MechError::Vanished(pid)),
             Err(libc::ENOSYS) => return Err(MechError::Unsupported("pidfd".into())),
             Err(e) => {
+                *self.page_out_errors.entry(e).or_default() += 1;
                 return Err(failed(
                     format!("pidfd_open({pid})"),
                     std::io::Error::from_raw_os_error(e),
-                ))
+                ));
             }
         };
-        match super::process_madvise(&fd, &batch, super::MADV_PAGEOUT) {
-            Ok(n) => {
-                self.cursor.insert(pid, next);
-                self.paged_out_bytes += n;
-                Ok(n)
+        // The kernel advises the ranges in order and stops at the first that
+        // fails, returning the bytes of the ranges before it (or the error
+        // when there are none). A failed range is asked alone to learn its
+        // errno, counted, and skipped; the rest are asked again.
+        let mut done = 0u64;
+        let mut last_err = None;
+        let mut rest: &[(u64, u64)] = &batch.ranges;
+        while !rest.is_empty() {
+            self.page_out_calls += 1;
+            let failed_at = match super::process_madvise(&fd, rest, super::MADV_PAGEOUT) {
+                Ok(n) => {
+                    done += n;
+                    match ranges_before(rest, n) {
+                        Some(i) => i,
+                        None => break,
+                    }
+                }
+                Err(e) => {
+                    self.page_out_error(pid, e)?;
+                    last_err = Some(e);
+                    rest = &rest[1..];
+                    continue;
+                }
+            };
+            self.page_out_calls += 1;
+            match super::process_madvise(&fd, &rest[failed_at..=failed_at], super::MADV_PAGEOUT) {
+                Ok(n) => done += n,
+                Err(e) => {
+                    self.page_out_error(pid, e)?;
+                    last_err = Some(e);
+                }
             }
-            Err(libc::ESRCH) => Err(MechError::Vanished(pid)),
-            Err(libc::ENOSYS) => Err(MechError::Unsupported("process_madvise".into())),
-            // A range unmapped since we read maps: restart from the beginning next time.
-            Err(libc::ENOMEM) | Err(libc::EFAULT) => {
-                self.cursor.remove(&pid);
-                Ok(0)
-            }
-            Err(e) => Err(failed(
+            rest = &rest[failed_at + 1..];
+        }
+        self.cursor.insert(pid, batch.next_cursor);
+        self.paged_out_bytes += done;
+        match last_err {
+            Some(e) if done == 0 => Err(failed(
                 format!("process_madvise(MADV_PAGEOUT, {pid})"),
                 std::io::Error::from_raw_os_error(e),
             )),
+            _ => Ok(done),
         }
     }
 
@@ -318,37 +420,85 @@ impl ReclaimMechanism for LiveReclaim {
 mod tests {
     use super::*;
 
-    // Lines of a real /proc/PID/maps (x86_64, kernel 6.x).
-    const MAPS: &str = "\
-55d4c8a00000-55d4c8a02000 r--p 00000000 fd:01 1311234                    /usr/bin/cat
-55d4c8a02000-55d4c8a07000 r-xp 00002000 fd:01 1311234                    /usr/bin/cat
-55d4c8a0c000-55d4c8a0d000 rw-p 0000b000 fd:01 1311234                    /usr/bin/cat
-55d4ca3e1000-55d4ca402000 rw-p 00000000 00:00 0                          [heap]
-7f0b3c000000-7f0b3c021000 rw-p 00000000 00:00 0 
-7f0b40a00000-7f0b40a22000 r--p 00000000 fd:01 1315093                    /usr/lib/x86_64-linux-gnu/libc.so.6
-7f0b40c1f000-7f0b40c2c000 rw-p 00000000 00:00 0 
-7f0b40d00000-7f0b40d10000 rw-s 00000000 00:01 4242                       /dev/zero (deleted)
-7ffd1c9d4000-7ffd1c9f5000 rw-p 00000000 00:00 0                          [stack]
-7ffd1c9f9000-7ffd1c9fd000 r--p 00000000 00:00 0                          [vvar]
-7ffd1c9fd000-7ffd1c9ff000 r-xp 00000000 00:00 0                          [vdso]
-ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]
-garbage line
-";
+    /// A real /proc/PID/smaps (tests/fixtures/smaps_mixed/README.md).
+    const SMAPS: &str = include_str!("../../tests/fixtures/smaps_mixed/proc/4343/smaps");
 
     #[test]
-    fn anon_ranges_are_private_writable_unnamed() {
-        let r = parse_anon_ranges(MAPS);
+    fn page_out_ranges_skip_locked_pfn_and_hugetlb_mappings() {
+        let vmas = crate::readers::parse_smaps_vmas(SMAPS).unwrap();
+        let r = page_out_ranges(&vmas);
         let starts: Vec<u64> = r.iter().map(|r| r.start).collect();
+        // heap, seven unnamed private rw mappings, stack; not the mlocked
+        // 3-page range (lo), the MAP_HUGETLB one (ht), vvar (pf io), files.
         assert_eq!(
             starts,
             vec![
-                0x55d4ca3e1000,
-                0x7f0b3c000000,
-                0x7f0b40c1f000,
-                0x7ffd1c9d4000
+                0x55ad14954000,
+                0x7f98b22aa000,
+                0x7f98b22dd000,
+                0x7f98b24dd000,
+                0x7f98b29f3000,
+                0x7f98b2f78000,
+                0x7f98b2fc4000,
+                0x7f98b3040000,
+                0x7f98b312b000,
+                0x7ffcab76d000
             ]
         );
-        assert_eq!(r[0].len, 0x21000);
+        assert!(!starts.contains(&0x7f98b2fba000), "mlocked range kept");
+        assert!(!starts.contains(&0x7f98b2000000), "hugetlb range kept");
+        // The odd-sized request (5 pages + 1 byte) is a 6-page mapping.
+        assert_eq!(r[1].len, 6 * 4096);
+    }
+
+    #[test]
+    fn batches_stay_page_aligned_with_any_budget() {
+        let ranges = [
+            AnonRange {
+                start: 0x10000,
+                len: 6 * 4096,
+            },
+            AnonRange {
+                start: 0x40000,
+                len: 3 * 4096,
+            },
+        ];
+        // 10000 bytes is 2 pages and 1808 bytes: ask for 2 pages.
+        let b = plan_page_out(&ranges, 0, 10_000, 4096);
+        assert_eq!(b.ranges, vec![(0x10000, 2 * 4096)]);
+        assert_eq!(b.next_cursor, 0x12000);
+        // Resumed at the cursor, across the range boundary.
+        let b = plan_page_out(&ranges, b.next_cursor, 5 * 4096 + 123, 4096);
+        assert_eq!(b.ranges, vec![(0x12000, 4 * 4096), (0x40000, 4096)]);
+        assert_eq!(b.next_cursor, 0x41000);
+        // A budget under one page still asks for one page; a cursor off a
+        // page boundary (from an older daemon) is cut down to one.
+        let b = plan_page_out(&ranges, 0x41001, 1, 4096);
+        assert_eq!(b.ranges, vec![(0x41000, 4096)]);
+        // Past the end: wraps around to the first range.
+        let b = plan_page_out(&ranges, 0x43000, 1 << 30, 4096);
+        assert_eq!(b.ranges, vec![(0x10000, 6 * 4096), (0x40000, 3 * 4096)]);
+        assert_eq!(b.asked_bytes, 9 * 4096);
+        for bytes in [1u64, 4095, 4097, 12_345, 999_999] {
+            for from in [0u64, 0x10000, 0x12000, 0x41000] {
+                let b = plan_page_out(&ranges, from, bytes, 4096);
+                assert!(b
+                    .ranges
+                    .iter()
+                    .all(|(a, l)| a % 4096 == 0 && l % 4096 == 0 && *l > 0));
+                assert_eq!(b.next_cursor % 4096, 0);
+            }
+        }
+        assert!(plan_page_out(&[], 0, 1 << 20, 4096).ranges.is_empty());
+    }
+
+    #[test]
+    fn a_short_call_names_the_range_it_stopped_at() {
+        let r = [(0u64, 4096u64), (8192, 8192), (65536, 4096)];
+        assert_eq!(ranges_before(&r, 0), Some(0));
+        assert_eq!(ranges_before(&r, 4096), Some(1));
+        assert_eq!(ranges_before(&r, 12288), Some(2));
+        assert_eq!(ranges_before(&r, 16384), None);
     }
 
     #[test]

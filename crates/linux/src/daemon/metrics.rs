@@ -7,6 +7,7 @@ use super::{Decision, DomainSample, Mark};
 use appflow_core::reclaim::ReclaimMode;
 use appflow_core::scheduler::Stats;
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Bucket upper bounds of the loop histograms, seconds.
@@ -113,6 +114,18 @@ pub struct Gauges {
     pub features: Vec<(&'static str, bool)>,
     /// Settings changed and not yet restored.
     pub changed_settings: u64,
+    /// `process_madvise(MADV_PAGEOUT)` calls made.
+    pub page_out_calls: u64,
+    /// Failed page-out requests by errno.
+    pub page_out_errors: BTreeMap<i32, u64>,
+}
+
+/// The symbolic name of an errno value (`EINVAL`), or `errno N`.
+pub fn errno_name(errno: i32) -> String {
+    match nix::errno::Errno::from_raw(errno) {
+        nix::errno::Errno::UnknownErrno => format!("errno {errno}"),
+        e => format!("{e:?}"),
+    }
 }
 
 /// Renders the Prometheus text exposition.
@@ -160,6 +173,15 @@ pub fn render(m: &Metrics, g: &Gauges) -> String {
         "appflow_reclaimed_bytes_total{{type=\"file\"}} {}",
         g.dropped_bytes
     );
+    let _ = writeln!(o, "# HELP appflow_page_out_calls_total process_madvise(MADV_PAGEOUT) calls.\n# TYPE appflow_page_out_calls_total counter\nappflow_page_out_calls_total {}", g.page_out_calls);
+    let _ = writeln!(o, "# HELP appflow_page_out_errors_total Failed page-out requests, by errno (a vanished process is not counted).\n# TYPE appflow_page_out_errors_total counter");
+    for (e, n) in &g.page_out_errors {
+        let _ = writeln!(
+            o,
+            "appflow_page_out_errors_total{{errno=\"{e}\",name=\"{}\"}} {n}",
+            errno_name(*e)
+        );
+    }
     let _ = writeln!(o, "# HELP appflow_kills_total Processes (apps) killed, by reason.\n# TYPE appflow_kills_total counter");
     for ((code, name), n) in &m.sched.kills {
         let _ = writeln!(
@@ -306,6 +328,10 @@ pub struct Trace {
     events: Vec<serde_json::Value>,
     last_counter_ms: Option<u64>,
     dropped: u64,
+    /// The mode span begun and not yet ended.
+    open_mode: Option<&'static str>,
+    /// Launch spans begun and not yet ended.
+    open_launches: std::collections::BTreeSet<String>,
 }
 
 const TRACE_MAX_EVENTS: usize = 200_000;
@@ -338,36 +364,82 @@ impl Trace {
         t
     }
 
-    fn push(&mut self, e: serde_json::Value) {
+    /// Records an event unless the trace is full; says whether it was kept.
+    fn push(&mut self, e: serde_json::Value) -> bool {
         if !self.enabled {
-            return;
+            return false;
         }
         if self.events.len() >= TRACE_MAX_EVENTS {
             self.dropped += 1;
-            return;
+            return false;
         }
         self.events.push(e);
+        true
+    }
+
+    /// Ends a span whose beginning was recorded: kept even in a full trace,
+    /// so that no span is left open (at most one end per begin).
+    fn push_end(&mut self, e: serde_json::Value) {
+        if self.enabled {
+            self.events.push(e);
+        }
+    }
+
+    fn end_mode(&mut self, ts_us: u64, at_shutdown: bool) {
+        if let Some(name) = self.open_mode.take() {
+            let mut e = json!({"ph":"E","name":name,"pid":PID,"tid":TID_MODE,"ts":ts_us});
+            if at_shutdown {
+                e["args"] = json!({"closed": "daemon stopped"});
+            }
+            self.push_end(e);
+        }
+    }
+
+    fn end_launch(&mut self, app: &str, ts_us: u64, at_shutdown: bool) {
+        if self.open_launches.remove(app) {
+            let mut e = json!({"ph":"e","cat":"launch","name":format!("launch {app}"),"id":app,"pid":PID,"tid":TID_LAUNCH,"ts":ts_us});
+            if at_shutdown {
+                e["args"] = json!({"closed": "daemon stopped"});
+            }
+            self.push_end(e);
+        }
     }
 
     /// A mode switch: ends the previous mode's span, begins the new one.
-    pub fn mode_switch(&mut self, from: ReclaimMode, to: ReclaimMode, now_ms: u64) {
+    pub fn mode_switch(&mut self, _from: ReclaimMode, to: ReclaimMode, now_ms: u64) {
         let ts = now_ms * 1000;
-        if from != ReclaimMode::Normal {
-            self.push(json!({"ph":"E","name":from.name(),"pid":PID,"tid":TID_MODE,"ts":ts}));
-        }
-        if to != ReclaimMode::Normal {
-            self.push(json!({"ph":"B","name":to.name(),"pid":PID,"tid":TID_MODE,"ts":ts}));
+        self.end_mode(ts, false);
+        if to != ReclaimMode::Normal
+            && self.push(json!({"ph":"B","name":to.name(),"pid":PID,"tid":TID_MODE,"ts":ts}))
+        {
+            self.open_mode = Some(to.name());
         }
     }
 
-    /// A launch begins.
+    /// A launch begins (a launch of an app already launching restarts its span).
     pub fn launch_begin(&mut self, app: &str, now_ms: u64) {
-        self.push(json!({"ph":"b","cat":"launch","name":format!("launch {app}"),"id":app,"pid":PID,"tid":TID_LAUNCH,"ts":now_ms*1000}));
+        let ts = now_ms * 1000;
+        self.end_launch(app, ts, false);
+        if self.push(json!({"ph":"b","cat":"launch","name":format!("launch {app}"),"id":app,"pid":PID,"tid":TID_LAUNCH,"ts":ts}))
+        {
+            self.open_launches.insert(app.to_string());
+        }
     }
 
     /// A launch ends.
     pub fn launch_end(&mut self, app: &str, now_ms: u64) {
-        self.push(json!({"ph":"e","cat":"launch","name":format!("launch {app}"),"id":app,"pid":PID,"tid":TID_LAUNCH,"ts":now_ms*1000}));
+        self.end_launch(app, now_ms * 1000, false);
+    }
+
+    /// Ends every span still open (the daemon is stopping): the mode span
+    /// and the launch spans, each marked `closed: daemon stopped`.
+    pub fn close_open_spans(&mut self, now_ms: u64) {
+        let ts = now_ms * 1000;
+        self.end_mode(ts, true);
+        let apps: Vec<String> = self.open_launches.iter().cloned().collect();
+        for app in apps {
+            self.end_launch(&app, ts, true);
+        }
     }
 
     /// A kill.
@@ -436,7 +508,18 @@ mod tests {
         m.sched
             .count_switch(ReclaimMode::Normal, ReclaimMode::EfficiencyFirst);
         m.sched.count_kill(Reason::KillHighestNetFreed, 10);
-        let text = render(&m, &Gauges::default());
+        let g = Gauges {
+            page_out_calls: 7,
+            page_out_errors: [(libc::EINVAL, 2)].into_iter().collect(),
+            ..Default::default()
+        };
+        let text = render(&m, &g);
+        assert!(text.contains("appflow_page_out_calls_total 7"), "{text}");
+        assert!(
+            text.contains("appflow_page_out_errors_total{errno=\"22\",name=\"EINVAL\"} 2"),
+            "{text}"
+        );
+        assert_eq!(errno_name(libc::ENOMEM), "ENOMEM");
         assert!(
             text.contains("appflow_loop_jitter_seconds_bucket{le=\"0.05\"} 50"),
             "{text}"
@@ -467,5 +550,65 @@ mod tests {
         assert!(ev.iter().any(|e| e["ph"] == "E" && e["ts"] == 600_000));
         assert!(ev.iter().any(|e| e["ph"] == "i"));
         assert!(Trace::new(false).to_json().contains("\"traceEvents\":[]"));
+    }
+
+    /// Begin and end events of the trace pair up (mode spans by thread,
+    /// launch spans by id).
+    fn unbalanced(t: &Trace) -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(&t.to_json()).unwrap();
+        let mut open: BTreeMap<String, i64> = BTreeMap::new();
+        for e in v["traceEvents"].as_array().unwrap() {
+            let key = match e["ph"].as_str().unwrap() {
+                "B" | "E" => "mode".to_string(),
+                "b" | "e" => format!("launch {}", e["id"]),
+                _ => continue,
+            };
+            let d = if matches!(e["ph"].as_str(), Some("B" | "b")) {
+                1
+            } else {
+                -1
+            };
+            *open.entry(key).or_default() += d;
+        }
+        open.into_iter()
+            .filter(|(_, n)| *n != 0)
+            .map(|(k, n)| format!("{k}: {n}"))
+            .collect()
+    }
+
+    #[test]
+    fn spans_open_at_shutdown_are_closed() {
+        let mut t = Trace::new(true);
+        t.mode_switch(ReclaimMode::Normal, ReclaimMode::EfficiencyFirst, 100);
+        t.launch_begin("a", 150);
+        t.launch_begin("b", 160);
+        t.launch_end("b", 170);
+        t.mode_switch(ReclaimMode::EfficiencyFirst, ReclaimMode::Rebalancing, 600);
+        // The daemon stops while rebalancing and while `a` launches.
+        assert_eq!(unbalanced(&t), ["launch \"a\": 1", "mode: 1"]);
+        t.close_open_spans(900);
+        assert!(unbalanced(&t).is_empty(), "{:?}", unbalanced(&t));
+        let json = t.to_json();
+        assert_eq!(json.matches("daemon stopped").count(), 2, "{json}");
+        // Nothing more to close; a second launch of an app restarts its span.
+        t.close_open_spans(950);
+        t.launch_begin("a", 1000);
+        t.launch_begin("a", 1100);
+        t.launch_end("a", 1200);
+        t.launch_end("a", 1300);
+        assert!(unbalanced(&t).is_empty(), "{:?}", unbalanced(&t));
+    }
+
+    #[test]
+    fn a_full_trace_still_ends_the_spans_it_began() {
+        let mut t = Trace::new(true);
+        t.mode_switch(ReclaimMode::Normal, ReclaimMode::Rebalancing, 1);
+        while t.events.len() < TRACE_MAX_EVENTS {
+            t.kill("x", 1, 0, 2);
+        }
+        t.launch_begin("dropped", 3);
+        t.close_open_spans(4);
+        assert!(unbalanced(&t).is_empty(), "{:?}", unbalanced(&t));
+        assert_eq!(t.dropped, 1);
     }
 }

@@ -98,10 +98,7 @@ pub fn sample_domain(
             let st = cg.stat()?;
             let usage = cg.usage_bytes()?;
             let (total, avail) = match cg.limit_bytes()? {
-                Some(limit) => (
-                    limit,
-                    limit.saturating_sub(usage) + st.inactive_file_bytes.min(usage),
-                ),
+                Some(limit) => (limit, readers::cgroup_available_bytes(limit, usage, &st)),
                 None => (m.total_kb * 1024, m.available_kb * 1024),
             };
             // v2 has per-cgroup PSI; v1 uses the system's.
@@ -739,6 +736,8 @@ impl Runtime {
                 ("freezer", self.features.freezer_v1),
             ],
             changed_settings: self.reclaim.journal().entries().len() as u64,
+            page_out_calls: self.reclaim.page_out_calls,
+            page_out_errors: self.reclaim.page_out_errors.clone(),
         }
     }
 
@@ -819,6 +818,14 @@ impl Runtime {
             "foreground": self.sched.foreground(),
             "apps": apps,
             "processes": self.procs.len(),
+            "reclaim": {
+                "paged_out_bytes": self.reclaim.paged_out_bytes,
+                "page_out_calls": self.reclaim.page_out_calls,
+                "page_out_errors": self.reclaim.page_out_errors.iter()
+                    .map(|(e, n)| json!({"errno": e, "name": metrics::errno_name(*e), "count": n}))
+                    .collect::<Vec<_>>(),
+                "smaps_errors": self.reclaim.smaps_errors,
+            },
             "kills": st.kills_total(),
             "mode_switches": st.switches_total(),
             "changed_settings": self.reclaim.journal().entries().iter().map(|e| json!({"path": e.path, "original": e.original})).collect::<Vec<_>>(),
@@ -840,23 +847,35 @@ impl Runtime {
             Request::Metrics {} => json!({"ok": true, "text": self.metrics_text()}),
             Request::Notify { event, app, pid } => {
                 let now_ms = self.now_ms();
-                let result = match pid {
-                    None => Ok(None),
-                    Some(p) => match read_start_time(&self.cfg.daemon.proc_root, p) {
-                        Some(start_time) => Ok(Some(ProcId { pid: p, start_time })),
-                        None if event == super::EventKind::Exit => Ok(None),
-                        None => Err(format!("pid {p} is not running")),
-                    },
-                }
-                .and_then(|proc_id| {
-                    let rec = Record::Event {
-                        now_ms,
-                        event,
-                        app,
-                        proc_id,
-                    };
-                    self.apply(&rec).map_err(|e| e.to_string())
-                });
+                // An app is known when declared, profiled or announced with
+                // its pid before; a new one must come with `--pid`.
+                let unknown = crate::config::valid_app_name(&app)
+                    && pid.is_none()
+                    && !self.sched.app_names().contains(&app);
+                let result = if unknown {
+                    Err(format!(
+                        "unknown app {app:?}: not declared in [[app]], no profile, \
+                         and never announced with --pid"
+                    ))
+                } else {
+                    match pid {
+                        None => Ok(None),
+                        Some(p) => match read_start_time(&self.cfg.daemon.proc_root, p) {
+                            Some(start_time) => Ok(Some(ProcId { pid: p, start_time })),
+                            None if event == super::EventKind::Exit => Ok(None),
+                            None => Err(format!("pid {p} is not running")),
+                        },
+                    }
+                    .and_then(|proc_id| {
+                        let rec = Record::Event {
+                            now_ms,
+                            event,
+                            app,
+                            proc_id,
+                        };
+                        self.apply(&rec).map_err(|e| e.to_string())
+                    })
+                };
                 match result {
                     Ok(msg) => {
                         if pid.is_some() {
@@ -869,7 +888,11 @@ impl Runtime {
                         if let Some(s) = &self.server {
                             s.errors.fetch_add(1, Ordering::Relaxed);
                         }
-                        error_reply(e)
+                        // Every refused notification names a bad app: the
+                        // client exits 2 (bad input) on this mark.
+                        let mut r = error_reply(e);
+                        r["bad_input"] = json!(true);
+                        r
                     }
                 }
             }
@@ -966,6 +989,8 @@ impl Runtime {
             let _ = w.flush();
         }
         let errors = self.reclaim.restore_all();
+        let now = self.now_ms();
+        self.trace.close_open_spans(now);
         self.write_outputs(true, last_trace);
         if errors.is_empty() {
             tracing::info!("every changed setting restored");

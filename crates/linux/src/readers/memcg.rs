@@ -6,6 +6,7 @@
 //! | limit | `memory.limit_in_bytes` (≥ 2^62 = unlimited) | `memory.max` (`max` = unlimited) |
 //! | anon / file | `total_rss` / `total_cache` | `anon` / `file` |
 //! | LRU lists | `total_{in,}active_{anon,file}` | `{in,}active_{anon,file}` |
+//! | mapped page cache | `total_mapped_file` | `file_mapped` |
 //! | faults | `total_pgfault`, `total_pgmajfault` | `pgfault`, `pgmajfault` |
 //! | refaults | `total_workingset_refault_{anon,file}` (or `total_workingset_refault`) | `workingset_refault_{anon,file}` (or `workingset_refault`) |
 //! | scan / steal | not reported by v1 (0) | `pgscan`, `pgsteal` |
@@ -15,6 +16,20 @@
 //!
 //! v1's hierarchical `total_*` keys are used so that a domain cgroup with
 //! children reports the whole domain; the local key is the fallback.
+//!
+//! **M_aval of a cgroup domain** (seed 000 Algorithm 1's available memory,
+//! [`cgroup_available_bytes`]) counts only what the domain can get without
+//! costly reclaim: `limit − usage + reclaimable file`, where reclaimable file
+//! = inactive file pages minus mapped file pages (v1 `total_inactive_file −
+//! total_mapped_file`, v2 `inactive_file − file_mapped`, clamped at 0).
+//! Active file pages are not counted (reclaim deactivates them first), nor
+//! mapped ones: the kernel unmaps a mapped page from every process before it
+//! can drop it, and a page referenced through a page table is re-activated
+//! instead of dropped (mm/vmscan.c `folio_check_references`), so a process
+//! that maps a large model keeps its pages out of reach of cheap reclaim.
+//! The kernel does not say how many mapped pages sit on the inactive list, so
+//! all of them are subtracted: M_aval errs low, which makes efficiency-first
+//! come sooner, never later.
 
 use super::{parse_err, parse_u64, read_psi_file, read_text, Psi, ReadError};
 use std::collections::BTreeMap;
@@ -40,6 +55,9 @@ pub struct MemCgStat {
     pub active_file_bytes: u64,
     /// Inactive file LRU, bytes.
     pub inactive_file_bytes: u64,
+    /// Page cache mapped into some process's page tables (v1
+    /// `total_mapped_file`, v2 `file_mapped`), bytes.
+    pub mapped_file_bytes: u64,
     /// Active anon LRU, bytes.
     pub active_anon_bytes: u64,
     /// Inactive anon LRU, bytes.
@@ -57,6 +75,22 @@ pub struct MemCgStat {
     /// Swapped-out anonymous memory, bytes (v1 `total_swap` when swap
     /// accounting is on, else 0; v2 `memory.swap.current`, filled by [`MemCgroup::stat`]).
     pub swap_bytes: u64,
+}
+
+impl MemCgStat {
+    /// Page cache that reclaim can free soon: inactive file pages that are
+    /// not mapped (`inactive_file − mapped_file`, clamped at 0; see the
+    /// module doc).
+    pub fn reclaimable_file_bytes(&self) -> u64 {
+        self.inactive_file_bytes
+            .saturating_sub(self.mapped_file_bytes)
+    }
+}
+
+/// M_aval of a cgroup domain with a limit: `limit − usage` plus the page
+/// cache reclaim can free soon (at most `usage`). See the module doc.
+pub fn cgroup_available_bytes(limit_bytes: u64, usage_bytes: u64, st: &MemCgStat) -> u64 {
+    limit_bytes.saturating_sub(usage_bytes) + st.reclaimable_file_bytes().min(usage_bytes)
 }
 
 fn kv_map(file: &str, text: &str) -> Result<BTreeMap<String, u64>, ReadError> {
@@ -107,6 +141,7 @@ pub fn parse_memcg_stat_v1(text: &str) -> Result<MemCgStat, ReadError> {
         file_bytes: get("cache")?,
         active_file_bytes: get("active_file")?,
         inactive_file_bytes: get("inactive_file")?,
+        mapped_file_bytes: get("mapped_file")?,
         active_anon_bytes: get("active_anon")?,
         inactive_anon_bytes: get("inactive_anon")?,
         pgfault: get("pgfault")?,
@@ -129,6 +164,7 @@ pub fn parse_memcg_stat_v2(text: &str) -> Result<MemCgStat, ReadError> {
         file_bytes: get("file")?,
         active_file_bytes: get("active_file")?,
         inactive_file_bytes: get("inactive_file")?,
+        mapped_file_bytes: get("file_mapped")?,
         active_anon_bytes: get("active_anon")?,
         inactive_anon_bytes: get("inactive_anon")?,
         pgfault: get("pgfault")?,
@@ -231,17 +267,16 @@ impl MemCgroup {
         }
     }
 
-    /// Memory the domain can still use without reclaiming anything hard:
-    /// `limit − usage + inactive_file` (inactive page cache is the first
-    /// thing reclaim drops; the domain's M_aval of seed 000 Algorithm 1).
-    /// `None` when the cgroup has no limit (use the system's MemAvailable).
+    /// Memory the domain can still use without reclaiming anything hard
+    /// ([`cgroup_available_bytes`]: the domain's M_aval of seed 000
+    /// Algorithm 1). `None` when the cgroup has no limit (use the system's
+    /// MemAvailable).
     pub fn available_bytes(&self) -> Result<Option<u64>, ReadError> {
         let Some(limit) = self.limit_bytes()? else {
             return Ok(None);
         };
         let usage = self.usage_bytes()?;
-        let inactive_file = self.stat()?.inactive_file_bytes;
-        Ok(Some(limit.saturating_sub(usage) + inactive_file.min(usage)))
+        Ok(Some(cgroup_available_bytes(limit, usage, &self.stat()?)))
     }
 
     /// Processes in this cgroup (its own `cgroup.procs`, not descendants').
