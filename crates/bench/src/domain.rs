@@ -219,12 +219,10 @@ impl Ops for NoOps {
     }
 }
 
-/// Writes a file atomically (temp file in the same directory, then rename).
+/// Writes a file atomically (the daemon's helper: temp file, fsync, rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
-    Ok(())
+    appflow_linux::store::write_atomic(path, bytes)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// Where the testbed puts things (overridable for tests).

@@ -67,6 +67,15 @@ pub struct Leaf {
     pub blkio: PathBuf,
 }
 
+/// zram's `mm_stat`: what is stored and what it takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ZramStats {
+    /// Uncompressed bytes stored (orig_data_size).
+    pub orig_data_bytes: u64,
+    /// Memory the compressed pool takes (mem_used_total).
+    pub pool_bytes: u64,
+}
+
 /// The built domain. Dropping it tears everything down.
 pub struct Domain {
     /// Where things are.
@@ -328,7 +337,7 @@ impl Domain {
     }
 
     /// zram's statistics: (original data bytes, compressed pool bytes).
-    pub fn zram_stats(&self) -> (u64, u64) {
+    pub fn zram_stats(&self) -> ZramStats {
         let p = self
             .roots
             .sys_root
@@ -338,10 +347,10 @@ impl Domain {
             .split_whitespace()
             .filter_map(|x| x.parse().ok())
             .collect();
-        (
-            v.first().copied().unwrap_or(0),
-            v.get(2).copied().unwrap_or(0),
-        )
+        ZramStats {
+            orig_data_bytes: v.first().copied().unwrap_or(0),
+            pool_bytes: v.get(2).copied().unwrap_or(0),
+        }
     }
 
     /// Tears everything down now. Errors list what could not be undone.

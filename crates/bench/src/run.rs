@@ -12,11 +12,13 @@
 
 use crate::counters::{self, Delta};
 use crate::launch::{Outcome, Proc, Readiness};
-use crate::live::{check_interrupted, sleep_checked, Domain, Leaf};
+use crate::live::{check_interrupted, sleep_checked, Domain, Leaf, ZramStats};
 use crate::policy::{Daemon, DaemonSetup, Policy};
 use crate::spec::{AppBody, AppClass, AppSpec, Ready};
 use crate::synth::{self, Layout};
 use anyhow::{Context, Result};
+use appflow_core::report::LaunchKind;
+pub use appflow_sim::trace::{EventKind, TraceEvent};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -56,6 +58,10 @@ impl Scenario {
             Scenario::Multitask => "multitask",
             Scenario::Trace => "trace",
         }
+    }
+    /// Whether it is a target cold launch under a load (low/medium/high).
+    pub fn has_target(self) -> bool {
+        matches!(self, Scenario::Low | Scenario::Medium | Scenario::High)
     }
     /// Parses a name.
     pub fn parse(s: &str) -> Option<Self> {
@@ -178,20 +184,6 @@ impl Bed {
     }
 }
 
-/// What kind of launch it was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LaunchKind {
-    /// First launch of the app in the session.
-    Cold,
-    /// The app had been running in this session and was killed.
-    ColdRelaunch,
-    /// The app was alive: a switch to it (warm or hot).
-    Switch,
-    /// Oracle: files cached, nothing else running.
-    Oracle,
-}
-
 /// One launch.
 #[derive(Debug, Clone, Serialize)]
 pub struct LaunchRecord {
@@ -199,8 +191,13 @@ pub struct LaunchRecord {
     pub app: String,
     /// Exec (or switch request) to readiness, ms (to the timeout when timed out).
     pub ms: f64,
-    /// Kind.
+    /// Cold, warm or hot (a switch to a live app is warm or hot).
     pub kind: LaunchKind,
+    /// A cold launch of an app that had been running in this session and
+    /// was killed (a cold relaunch).
+    pub after_kill: bool,
+    /// The oracle's launch: its files cached, nothing else running.
+    pub oracle: bool,
     /// Reached readiness.
     pub ready: bool,
     /// Timed out.
@@ -233,6 +230,8 @@ pub struct TimelinePoint {
 /// One session's results.
 #[derive(Debug, Clone, Serialize)]
 pub struct Measurement {
+    /// Scenario.
+    pub scenario: Scenario,
     /// Policy.
     pub policy: Policy,
     /// Repetition.
@@ -254,17 +253,28 @@ pub struct Measurement {
     pub preload_peak_bytes: u64,
     /// Peak standby bytes the daemon reports holding (status `preload.standby_bytes`).
     pub daemon_standby_peak_bytes: Option<u64>,
-    /// zram: (original bytes, compressed pool bytes) at the end of the load.
-    pub zram: (u64, u64),
+    /// zram at the end of the load.
+    pub zram: ZramStats,
     /// Timeline of one target launch.
     pub timeline: Vec<TimelinePoint>,
     /// Why the session did not run, if it did not.
     pub error: Option<String>,
 }
 
-/// What a session ends with: counter deltas, apps killed externally,
-/// foreground killed, mincore preload peak, daemon-reported standby peak.
-pub type SessionEnd = (Delta, Vec<String>, bool, u64, Option<u64>);
+/// What a session ends with.
+#[derive(Debug, Clone)]
+pub struct SessionEnd {
+    /// Kernel counter deltas over the session.
+    pub delta: Delta,
+    /// Apps killed by someone other than the testbed.
+    pub killed: Vec<String>,
+    /// The foreground app was killed at some point.
+    pub foreground_killed: bool,
+    /// Peak resident bytes of apps not launched yet (mincore).
+    pub preload_peak_bytes: u64,
+    /// Peak standby bytes the daemon reported.
+    pub daemon_standby_peak_bytes: Option<u64>,
+}
 
 /// A session: one policy, one repetition.
 pub struct Session<'a> {
@@ -389,15 +399,11 @@ impl<'a> Session<'a> {
             if let Some(d) = &self.daemon {
                 d.notify("foreground", app, Some(pid));
             }
+            let kind = self.switch_kind(app)?;
             let p = self.procs.get_mut(app).expect("alive");
             let (o, ms) = p.switch_to(timeout)?;
-            (o, ms, LaunchKind::Switch)
+            (o, ms, kind)
         } else {
-            let kind = if self.ever.contains(app) {
-                LaunchKind::ColdRelaunch
-            } else {
-                LaunchKind::Cold
-            };
             self.procs.remove(app);
             self.checkpoint_preload();
             let a = self.bed.app(app)?;
@@ -415,14 +421,15 @@ impl<'a> Session<'a> {
             self.notify("launch", app, Some(p.pid));
             let (o, ms) = p.wait_ready(&readiness, t0, timeout);
             self.procs.insert(app.to_string(), p);
-            (o, ms, kind)
+            (o, ms, LaunchKind::Cold)
         };
+        let after_kill = kind == LaunchKind::Cold && self.ever.contains(app);
         if let (Some(s), Some(tl)) = (sampler, timeline) {
             *tl = s.stop();
         }
         if outcome == Outcome::Ready {
             let pid = self.procs.get(app).map(|p| p.pid);
-            if kind != LaunchKind::Switch {
+            if kind == LaunchKind::Cold {
                 self.notify("launched", app, pid);
                 self.notify("foreground", app, pid);
             }
@@ -439,6 +446,8 @@ impl<'a> Session<'a> {
             app: app.to_string(),
             ms,
             kind,
+            after_kill,
+            oracle: false,
             ready: outcome == Outcome::Ready,
             timed_out: outcome == Outcome::TimedOut,
             died: match outcome {
@@ -446,6 +455,29 @@ impl<'a> Session<'a> {
                 _ => None,
             },
         })
+    }
+
+    /// Warm or hot: what of a live app is gone just before a switch to it
+    /// (its swapped-out share of anonymous memory, from its leaf's
+    /// memory.stat, and the share of its launch file bytes no longer cached).
+    fn switch_kind(&self, app: &str) -> Result<LaunchKind> {
+        let a = self.bed.app(app)?;
+        let stat = counters::parse_kv(
+            &std::fs::read_to_string(a.leaf.mem.join("memory.stat")).unwrap_or_default(),
+        );
+        let (swap, rss) = (
+            stat.get("swap").copied().unwrap_or(0),
+            stat.get("rss").copied().unwrap_or(0),
+        );
+        let swapped = swap as f64 / (swap + rss).max(1) as f64;
+        let gone = match &a.layout {
+            Some(l) => {
+                let cached: u64 = l.paths().iter().map(|p| synth::resident_bytes(p)).sum();
+                1.0 - (cached as f64 / l.launch_file_bytes().max(1) as f64).min(1.0)
+            }
+            None => 0.0,
+        };
+        Ok(LaunchKind::classify(true, swapped, gone))
     }
 
     /// The oracle launch: one launch to cache the files, stop, then the
@@ -457,7 +489,7 @@ impl<'a> Session<'a> {
         }
         self.fg = None;
         let mut r = self.launch(app, None)?;
-        r.kind = LaunchKind::Oracle;
+        r.oracle = true;
         if let Some(mut p) = self.procs.remove(app) {
             p.stop();
         }
@@ -491,7 +523,7 @@ impl<'a> Session<'a> {
     }
 
     /// zram statistics now.
-    pub fn zram(&self) -> (u64, u64) {
+    pub fn zram(&self) -> ZramStats {
         self.bed.domain.zram_stats()
     }
 
@@ -515,13 +547,13 @@ impl<'a> Session<'a> {
         for (_, mut p) in std::mem::take(&mut self.procs) {
             p.stop();
         }
-        Ok((
+        Ok(SessionEnd {
             delta,
-            self.killed.clone(),
-            self.fg_killed,
-            self.preload_peak,
-            self.daemon_standby_peak,
-        ))
+            killed: self.killed.clone(),
+            foreground_killed: self.fg_killed,
+            preload_peak_bytes: self.preload_peak,
+            daemon_standby_peak_bytes: self.daemon_standby_peak,
+        })
     }
 }
 
@@ -683,8 +715,10 @@ pub fn multitask_order_of(apps: &[(&str, AppClass)]) -> Vec<String> {
     out
 }
 
-fn measurement(policy: Policy, rep: u32) -> Measurement {
+/// An empty measurement of one session (filled in as it runs).
+pub fn measurement(policy: Policy, scenario: Scenario, rep: u32) -> Measurement {
     Measurement {
+        scenario,
         policy,
         rep,
         launches: Vec::new(),
@@ -695,19 +729,19 @@ fn measurement(policy: Policy, rep: u32) -> Measurement {
         survivors: 0,
         preload_peak_bytes: 0,
         daemon_standby_peak_bytes: None,
-        zram: (0, 0),
+        zram: ZramStats::default(),
         timeline: Vec::new(),
         error: None,
     }
 }
 
 fn finish(m: &mut Measurement, s: Session<'_>) -> Result<()> {
-    let (delta, killed, fg, peak, dpeak) = s.end()?;
-    m.daemon_standby_peak_bytes = dpeak;
-    m.delta = delta;
-    m.killed = killed;
-    m.foreground_killed = fg;
-    m.preload_peak_bytes = peak;
+    let end = s.end()?;
+    m.daemon_standby_peak_bytes = end.daemon_standby_peak_bytes;
+    m.delta = end.delta;
+    m.killed = end.killed;
+    m.foreground_killed = end.foreground_killed;
+    m.preload_peak_bytes = end.preload_peak_bytes;
     Ok(())
 }
 
@@ -719,7 +753,7 @@ pub fn run_target(
     target: &str,
     rep: u32,
 ) -> Result<Measurement> {
-    let mut m = measurement(policy, rep);
+    let mut m = measurement(policy, scenario, rep);
     let label = format!("{}-{target}-r{rep}", scenario.name());
     let bg = background(&bed.apps, scenario, target);
     let settle = bed.settle;
@@ -746,7 +780,7 @@ pub fn run_target(
 /// Multitask rounds: every app launched in order, then again; the second
 /// round is measured (switches to survivors, cold relaunches of the killed).
 pub fn run_multitask(bed: &mut Bed, policy: Policy, rep: u32) -> Result<Measurement> {
-    let mut m = measurement(policy, rep);
+    let mut m = measurement(policy, Scenario::Multitask, rep);
     let order = multitask_order(&bed.apps);
     let mut s = Session::begin(bed, policy, &format!("multitask-r{rep}"))?;
     if policy == Policy::Oracle {
@@ -768,93 +802,21 @@ pub fn run_multitask(bed: &mut Bed, policy: Policy, rep: u32) -> Result<Measurem
     Ok(m)
 }
 
-/// One trace event.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TraceEvent {
-    /// Seconds from the first event.
-    pub t_secs: f64,
-    /// App.
-    pub app: String,
-    /// true: bring to foreground; false: exit.
-    pub foreground: bool,
-}
-
-/// Reads an app-usage trace in the simulator's format (docs/sim.md):
-/// `user,timestamp,app,event` as CSV, or the same columns separated by tabs
-/// (detected from the first line); an optional header; blank lines and `#`
-/// comments skipped; `timestamp` in integer milliseconds since the Unix
-/// epoch, non-decreasing per user; events `open` (aliases `launch`,
-/// `foreground`) bring the app to the foreground, `close` (aliases
-/// `background`, `home`) send it home (nothing to do: the next open
-/// backgrounds it), and the testbed's extension `exit` stops the app.
-/// Keeps `user` (the first user when None).
+/// Reads an app-usage trace with the simulator's reader (format:
+/// `appflow_sim::trace`, docs/sim.md), accepting the testbed's extra event
+/// `exit` (the app is stopped). Keeps `user` (the first user when None) and
+/// its `open` and `exit` events: a `close` (home screen) needs no action,
+/// since the next open backgrounds the app.
 pub fn read_trace(path: &Path, user: Option<&str>) -> Result<Vec<TraceEvent>> {
-    let bad = |m: String| appflow_core::InputError::new(format!("{}: {m}", path.display()));
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read trace: {e}")))?;
-    let mut out = Vec::new();
-    let mut want: Option<String> = user.map(str::to_string);
-    let mut t0: Option<u64> = None;
-    let mut last: Option<u64> = None;
-    let mut sep: Option<char> = None;
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        let l = raw.trim();
-        if l.is_empty() || l.starts_with('#') {
-            continue;
-        }
-        let sp = *sep.get_or_insert(if l.contains('\t') { '\t' } else { ',' });
-        let cols: Vec<&str> = l.split(sp).map(str::trim).collect();
-        if cols.len() != 4 {
-            return Err(bad(format!(
-                "line {line}: expected 4 columns user,timestamp,app,event, found {}",
-                cols.len()
-            ))
-            .into());
-        }
-        if cols == ["user", "timestamp", "app", "event"] {
-            continue;
-        }
-        let (u, ts, app, ev) = (cols[0], cols[1], cols[2], cols[3]);
-        if u.is_empty() {
-            return Err(bad(format!("line {line}: field `user` is empty")).into());
-        }
-        if want.is_none() {
-            want = Some(u.to_string());
-        }
-        if Some(u) != want.as_deref() {
-            continue;
-        }
-        let t: u64 = ts.parse().map_err(|_| {
-            bad(format!(
-                "line {line}: field `timestamp`: {ts:?} is not integer milliseconds since the Unix epoch"
-            ))
-        })?;
-        if last.is_some_and(|p| t < p) {
-            return Err(bad(format!("line {line}: field `timestamp` goes backwards")).into());
-        }
-        last = Some(t);
-        let fg = match ev {
-            "open" | "launch" | "foreground" => true,
-            "exit" => false,
-            "close" | "background" | "home" => continue,
-            other => {
-                return Err(bad(format!(
-                    "line {line}: field `event`: unknown event {other:?}; valid events: open, close (and exit)"
-                ))
-                .into())
-            }
-        };
-        if app.is_empty() {
-            return Err(bad(format!("line {line}: field `app` is empty")).into());
-        }
-        let base = *t0.get_or_insert(t);
-        out.push(TraceEvent {
-            t_secs: (t - base) as f64 / 1000.0,
-            app: app.to_string(),
-            foreground: fg,
-        });
-    }
-    Ok(out)
+    let all = appflow_sim::trace::read_events(path, true)?;
+    let want = match user {
+        Some(u) => u.to_string(),
+        None => all.first().map(|e| e.user.clone()).unwrap_or_default(),
+    };
+    Ok(all
+        .into_iter()
+        .filter(|e| e.user == want && e.kind != EventKind::Close)
+        .collect())
 }
 
 /// Maps trace app names onto the bed's apps: an exact (case-insensitive)
@@ -866,7 +828,8 @@ pub fn map_trace_apps(events: &mut [TraceEvent], names: &[String], hash: bool) -
         if let Some(n) = names.iter().find(|n| n.eq_ignore_ascii_case(&e.app)) {
             e.app = n.clone();
         } else if hash && !names.is_empty() {
-            let i = (crate::synth::fnv(&e.app.to_ascii_lowercase()) % names.len() as u64) as usize;
+            let i = (appflow_core::rng::fnv1a(e.app.to_ascii_lowercase().as_bytes())
+                % names.len() as u64) as usize;
             e.app = names[i].clone();
         } else {
             return Err(appflow_core::InputError::new(format!(
@@ -889,26 +852,28 @@ pub fn run_trace(
     compress: f64,
     min_gap: Duration,
 ) -> Result<Measurement> {
-    let mut m = measurement(policy, rep);
+    let mut m = measurement(policy, Scenario::Trace, rep);
     let mut s = Session::begin(bed, policy, &format!("trace-r{rep}"))?;
     if policy == Policy::Oracle {
         let mut seen = BTreeSet::new();
-        for e in events.iter().filter(|e| e.foreground) {
+        for e in events.iter().filter(|e| e.kind == EventKind::Open) {
             if seen.insert(e.app.clone()) {
                 m.launches.push(s.oracle(&e.app)?);
             }
         }
     } else {
         let t0 = Instant::now();
+        let first_ms = events.first().map(|e| e.ts_ms).unwrap_or(0);
         let mut last = Duration::ZERO;
         for e in events {
-            let due = Duration::from_secs_f64(e.t_secs / compress).max(last + min_gap);
+            let t_secs = e.ts_ms.saturating_sub(first_ms) as f64 / 1000.0;
+            let due = Duration::from_secs_f64(t_secs / compress).max(last + min_gap);
             let now = t0.elapsed();
             if due > now {
                 s.settle(due - now)?;
             }
             last = t0.elapsed();
-            if e.foreground {
+            if e.kind == EventKind::Open {
                 m.launches.push(s.launch(&e.app, None)?);
             } else {
                 s.exit_app(&e.app);
@@ -936,15 +901,16 @@ mod tests {
         .unwrap();
         let mut ev = read_trace(&p, None).unwrap();
         assert_eq!(ev.len(), 3);
-        assert_eq!(ev[1].t_secs, 60.5);
-        assert!(!ev[2].foreground);
+        assert_eq!(ev[1].ts_ms - ev[0].ts_ms, 60_500);
+        assert_eq!(ev[2].kind, EventKind::Exit);
         assert_eq!(read_trace(&p, Some("u2")).unwrap().len(), 1);
         map_trace_apps(&mut ev, &["llm".into(), "chat".into()], false).unwrap();
         assert_eq!(ev[1].app, "chat");
         let mut other = vec![TraceEvent {
-            t_secs: 0.0,
+            user: "u".into(),
+            ts_ms: 0,
             app: "TikTok".into(),
-            foreground: true,
+            kind: EventKind::Open,
         }];
         assert!(map_trace_apps(&mut other.clone(), &["llm".into()], false).is_err());
         map_trace_apps(&mut other, &["llm".into(), "chat".into()], true).unwrap();
@@ -954,15 +920,12 @@ mod tests {
         assert_eq!(read_trace(&tsv, None).unwrap()[0].app, "TikTok");
         std::fs::write(&p, "user,timestamp,app,event\nu1,x,llm,open\n").unwrap();
         let e = read_trace(&p, None).unwrap_err().to_string();
-        assert!(
-            e.contains("timestamp") && e.contains("t.csv") && e.contains("line 2"),
-            "{e}"
-        );
+        assert!(e.contains("timestamp") && e.contains("t.csv:2"), "{e}");
         std::fs::write(&p, "u1,5,llm,open\nu1,4,llm,open\n").unwrap();
         assert!(read_trace(&p, None)
             .unwrap_err()
             .to_string()
-            .contains("backwards"));
+            .contains("goes back in time"));
         std::fs::write(&p, "u1,1,llm,jump\n").unwrap();
         assert!(read_trace(&p, None)
             .unwrap_err()

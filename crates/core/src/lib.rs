@@ -18,6 +18,7 @@
 //! | [`mechanism`] | the traits the policies drive (preload, reclaim, kill) and a recording fake |
 //! | [`reason`] | stable, numbered reason codes used in logs and metrics |
 //! | [`report`] | the JSON result contract shared by `sim`, `bench` and the daemon |
+//! | [`rng`] | deterministic random numbers (SplitMix64, FNV-1a) |
 
 pub mod cutoff;
 pub mod killer;
@@ -28,6 +29,7 @@ pub mod profile;
 pub mod reason;
 pub mod reclaim;
 pub mod report;
+pub mod rng;
 pub mod storage;
 
 /// One kibibyte in bytes.
