@@ -131,14 +131,15 @@ pub fn run_bench(o: &BenchOptions) -> Result<BenchOutcome> {
     let progress = Progress::new(0, o.progress);
     progress.say(&format!(
         "building the {} domain at scale {}: memory limit {:.0} MiB, zram {:.0} MiB (pool cap {:.0} MiB), \
-         storage {} MiB/s / {} IOPS, image {:.0} MiB for {} files",
+         flash {:.0} MB/s + {:.0} µs per request, CPU budget {} core(s), image {:.0} MiB for {} files",
         o.device.preset.name,
         o.device.scale,
         mib(o.device.app_memory_bytes),
         mib(o.device.zram_disksize_bytes),
         mib(o.device.zram_mem_limit_bytes),
-        o.device.preset.read_bps / 1048576,
-        o.device.preset.read_iops,
+        o.device.preset.flash.bytes_per_sec / 1e6,
+        o.device.preset.flash.latency_us,
+        o.device.preset.cpu_cores,
         mib(image_bytes),
         files
     ));
@@ -182,6 +183,7 @@ fn run_in_domain(
         Ok(x) => x,
         Err(e) => return (Err(e), domain),
     };
+    let info = testbed_info(o, domain.image_bytes, &p);
     let mut bed = Bed {
         domain,
         apps: p.apps,
@@ -197,7 +199,6 @@ fn run_in_domain(
         settle: o.settle,
     };
     let out = crate::measure::measure_all(o, &mut bed, &p.skipped, progress).and_then(|ms| {
-        let info = testbed_info(o, &bed, &p.calibration, p.profiles.name());
         let reports = reports(o, &ms, &p.skipped, &info)?;
         Ok(DomainRun {
             reports,
@@ -208,12 +209,8 @@ fn run_in_domain(
     (out, bed.domain)
 }
 
-fn testbed_info(
-    o: &BenchOptions,
-    bed: &Bed,
-    calibration: &[CurvePoint],
-    profiles: &'static str,
-) -> TestbedInfo {
+fn testbed_info(o: &BenchOptions, image_bytes: u64, p: &Prepared) -> TestbedInfo {
+    let calibration = &p.calibration;
     TestbedInfo {
         scale: o.device.scale,
         preset: o.device.preset.clone(),
@@ -221,7 +218,17 @@ fn testbed_info(
         zram_disksize_bytes: o.device.zram_disksize_bytes,
         zram_mem_limit_bytes: o.device.zram_mem_limit_bytes,
         preload_budget_bytes: o.device.preload_budget_bytes,
-        image_bytes: bed.domain.image_bytes,
+        image_bytes,
+        storage: report::StorageInfo {
+            mechanism: "one FUSE-served device for the whole domain (service-time model: latency + size / bandwidth, queue depth, idle class yields), files in an ext4 image on a loop device behind it",
+            flash: o.device.preset.flash,
+        },
+        concurrent_read_bytes_per_sec: p.concurrent.clone(),
+        cpu_budget: report::CpuBudget {
+            cores: o.device.preset.cpu_cores,
+            quota_us: live::cpu_quota_us(o.device.preset.cpu_cores),
+            period_us: 100_000,
+        },
         calibration_bytes_per_sec: calibration
             .iter()
             .map(|c| CurvePoint {
@@ -229,7 +236,7 @@ fn testbed_info(
                 bytes_per_sec: c.bytes_per_sec.round(),
             })
             .collect(),
-        profiles,
+        profiles: p.profiles.name(),
         repetitions: o.reps,
         targets: o.targets.clone(),
         cache_drop:

@@ -265,6 +265,10 @@ impl Roots {
     pub fn blkio_root(&self) -> PathBuf {
         self.cgroup_root.join("blkio").join(PREFIX)
     }
+    /// The cpu controller's domain cgroup (the CPU budget).
+    pub fn cpu_root(&self) -> PathBuf {
+        self.cgroup_root.join("cpu").join(PREFIX)
+    }
 }
 
 /// Finds leftovers of earlier runs by the state file and by name prefix.
@@ -335,7 +339,7 @@ pub fn find_leftovers(roots: &Roots) -> Vec<Resource> {
             }
         }
     }
-    for ctrl in ["memory", "blkio"] {
+    for ctrl in ["memory", "blkio", "cpu"] {
         let base = roots.cgroup_root.join(ctrl);
         if let Ok(rd) = std::fs::read_dir(&base) {
             let mut tops: Vec<PathBuf> = rd

@@ -26,6 +26,8 @@ pub mod cli;
 pub mod counters;
 pub mod device;
 pub mod domain;
+pub mod flash;
+pub mod fusefs;
 pub mod launch;
 pub mod live;
 pub mod measure;

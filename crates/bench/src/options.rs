@@ -24,10 +24,10 @@ pub struct BenchArgs {
     /// preload budget) by this factor; storage throughput is not scaled.
     #[arg(long, default_value_t = 0.25)]
     pub scale: f64,
-    /// Scenarios, comma-separated: low, medium, high, multitask, trace.
+    /// Scenarios, comma-separated: idle, low, medium, high, multitask, trace.
     #[arg(long, default_value = "high", value_delimiter = ',')]
     pub scenario: Vec<String>,
-    /// Target app(s) of low/medium/high, comma-separated (default: the first GB-scale app).
+    /// Target app(s) of idle/low/medium/high, comma-separated (default: the first GB-scale app).
     #[arg(long, value_delimiter = ',')]
     pub target: Vec<String>,
     /// Policies, comma-separated (default: all): stock, appflow, appflow-sfp,
@@ -174,7 +174,7 @@ pub fn options(a: &BenchArgs) -> Result<BenchOptions> {
         .map(|s| {
             Scenario::parse(s).ok_or_else(|| {
                 input(format!(
-                    "unknown scenario {s:?}; known: low, medium, high, multitask, trace"
+                    "unknown scenario {s:?}; known: idle, low, medium, high, multitask, trace"
                 ))
             })
         })

@@ -18,16 +18,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Block sizes and bytes of the in-domain calibration. Each read lasts about
-/// 0.4 s at the caps: blk-throttle lets a first slice through unthrottled,
-/// so shorter tests overstate throughput.
+/// Block sizes and bytes of the in-domain calibration (O_DIRECT, random
+/// offsets, one reader): about 0.2 s each on the phone preset's device.
 const CALIBRATION_READS: &[(u64, u64)] = &[
-    (4096, 6 << 20),
-    (32 << 10, 48 << 20),
+    (4096, 8 << 20),
     (128 << 10, 128 << 20),
-    (512 << 10, 160 << 20),
-    (2 << 20, 160 << 20),
+    (512 << 10, 256 << 20),
+    (1 << 20, 384 << 20),
+    (2 << 20, 384 << 20),
 ];
+
+/// Block size and bytes of each of the two concurrent readers.
+const CONCURRENT_READ: (u64, u64) = (1 << 20, 384 << 20);
 
 /// How the launch profiles were made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +50,17 @@ impl ProfileSource {
     }
 }
 
+/// Two readers at once, each in its own leaf.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ConcurrentRead {
+    /// Block size of both, bytes.
+    pub block_bytes: u64,
+    /// Each reader's bytes/s.
+    pub each_bytes_per_sec: Vec<f64>,
+    /// Their sum, bytes/s.
+    pub sum_bytes_per_sec: f64,
+}
+
 /// A domain ready for measurement.
 pub struct Prepared {
     /// The apps with their leaves.
@@ -58,6 +71,9 @@ pub struct Prepared {
     pub skipped: BTreeMap<String, String>,
     /// The storage measured inside the domain (O_DIRECT, random offsets).
     pub calibration: Vec<CurvePoint>,
+    /// Two readers in different leaves at once ([`CONCURRENT_READ`]): their
+    /// bytes/s summed, and each reader's.
+    pub concurrent: Option<ConcurrentRead>,
     /// How the profiles were made.
     pub profiles: ProfileSource,
 }
@@ -82,7 +98,7 @@ pub fn prepare(
     let mut written = 0;
     for l in layouts.iter().flatten() {
         check_interrupted()?;
-        written += l.generate()?;
+        written += l.generate(&domain.backing_path(&l.dir))?;
     }
     nix::unistd::sync();
     progress.say(&format!(
@@ -105,6 +121,7 @@ pub fn prepare(
     }
     let worker = domain.leaf("worker")?;
     let calib_leaf = domain.leaf("calib")?;
+    let calib_leaf2 = domain.leaf("calib2")?;
     let daemon = DaemonSetup {
         binary: o.binary.clone(),
         dir: daemon_dir.clone(),
@@ -116,7 +133,14 @@ pub fn prepare(
             .map(|a| (a.name().to_string(), a.leaf.mem.clone()))
             .collect(),
     };
-    let calibration = calibrate(o, &apps, &calib_leaf, &daemon, &log_dir, progress)?;
+    let (calibration, concurrent) = calibrate(
+        o,
+        &apps,
+        [&calib_leaf, &calib_leaf2],
+        &daemon,
+        &log_dir,
+        progress,
+    )?;
     // Daemon configs and availability.
     let mut skipped: BTreeMap<String, String> = BTreeMap::new();
     for &p in o.policies.iter().filter(|p| p.needs_daemon()) {
@@ -141,20 +165,22 @@ pub fn prepare(
         daemon,
         skipped,
         calibration,
+        concurrent,
         profiles,
     })
 }
 
-/// Reads the biggest large file from a throttled leaf at each block size of
-/// [`CALIBRATION_READS`] and saves the curve as the daemon's calibration.
+/// Reads the biggest large file from a leaf at each block size of
+/// [`CALIBRATION_READS`], then from two leaves at once, and saves the
+/// one-reader curve as the daemon's calibration.
 fn calibrate(
     o: &BenchOptions,
     apps: &[App],
-    leaf: &Leaf,
+    leaves: [&Leaf; 2],
     daemon: &DaemonSetup,
     log_dir: &Path,
     progress: &Progress,
-) -> Result<Vec<CurvePoint>> {
+) -> Result<(Vec<CurvePoint>, Option<ConcurrentRead>)> {
     let biggest = apps
         .iter()
         .filter_map(|a| a.layout.as_ref())
@@ -162,17 +188,32 @@ fn calibrate(
         .max_by_key(|x| x.0)
         .map(|x| x.1);
     let Some(file) = biggest else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     };
     let mut points = Vec::new();
     for &(block_bytes, total) in CALIBRATION_READS {
         check_interrupted()?;
-        let bytes_per_sec = io_test_in_leaf(&o.binary, leaf, &file, block_bytes, total, log_dir)?;
+        let t = IoTest::start(&o.binary, leaves[0], &file, block_bytes, total, log_dir)?;
         points.push(CurvePoint {
             block_bytes,
-            bytes_per_sec,
+            bytes_per_sec: t.finish()?,
         });
     }
+    check_interrupted()?;
+    let (b, total) = CONCURRENT_READ;
+    let tests = [
+        IoTest::start(&o.binary, leaves[0], &file, b, total, log_dir)?,
+        IoTest::start(&o.binary, leaves[1], &file, b, total, log_dir)?,
+    ];
+    let each = tests
+        .into_iter()
+        .map(IoTest::finish)
+        .collect::<Result<Vec<f64>>>()?;
+    let concurrent = ConcurrentRead {
+        block_bytes: b,
+        sum_bytes_per_sec: each.iter().sum(),
+        each_bytes_per_sec: each,
+    };
     let at = |b: u64| {
         points
             .iter()
@@ -181,59 +222,80 @@ fn calibrate(
             .unwrap_or(0.0)
     };
     progress.say(&format!(
-        "calibration inside the domain (O_DIRECT, random offsets): 4 KiB {:.1} MB/s, 512 KiB {:.1} MB/s ({:.1}x)",
+        "storage inside the domain (O_DIRECT, random offsets): 4 KiB {:.1}, 128 KiB {:.1}, 512 KiB {:.1}, \
+         1 MiB {:.1}, 2 MiB {:.1} MB/s; two 1 MiB readers together {:.1} MB/s",
         at(4096) / 1e6,
+        at(128 << 10) / 1e6,
         at(512 << 10) / 1e6,
-        at(512 << 10) / at(4096).max(1.0)
+        at(1 << 20) / 1e6,
+        at(2 << 20) / 1e6,
+        concurrent.sum_bytes_per_sec / 1e6,
     ));
     let curve = ThroughputCurve::new(points.clone())
         .map_err(|e| anyhow::anyhow!("the in-domain calibration is unusable: {e}"))?;
     appflow_linux::calibrate::save_curve(&daemon.state_dir(), &curve)?;
-    Ok(points)
+    Ok((points, Some(concurrent)))
 }
 
-/// Runs `appflow bench-app --io-test` in `leaf` and returns its bytes/s.
-pub fn io_test_in_leaf(
-    binary: &Path,
-    leaf: &Leaf,
-    file: &Path,
-    block: u64,
-    total: u64,
-    log_dir: &Path,
-) -> Result<f64> {
-    let argv = vec![
-        binary.to_string_lossy().to_string(),
-        "bench-app".into(),
-        "--io-test".into(),
-        file.to_string_lossy().to_string(),
-        "--block-bytes".into(),
-        block.to_string(),
-        "--total-bytes".into(),
-        total.to_string(),
-    ];
-    let log = log_dir.join("calibration.log");
-    let (mut p, t0) = crate::launch::spawn("calibration", &argv, leaf, 0, &log)?;
-    let re = regex::Regex::new(r"^bytes_per_sec (\S+)$")?;
-    let (o, _) = p.wait_ready(
-        &crate::launch::Readiness::Line(re),
-        t0,
-        Duration::from_secs(120),
-    );
-    p.stop();
-    if o != crate::launch::Outcome::Ready {
-        bail!(
-            "calibration read of {} with {block}-byte blocks failed ({o:?}); see {}",
-            file.display(),
-            log.display()
-        );
+/// One `appflow bench-app --io-test` running in a leaf.
+pub struct IoTest {
+    proc: crate::launch::Proc,
+    t0: std::time::Instant,
+    log: std::path::PathBuf,
+    what: String,
+}
+
+impl IoTest {
+    /// Starts reading `file` in `block`-byte O_DIRECT reads from `leaf`.
+    pub fn start(
+        binary: &Path,
+        leaf: &Leaf,
+        file: &Path,
+        block: u64,
+        total: u64,
+        log_dir: &Path,
+    ) -> Result<IoTest> {
+        let argv = vec![
+            binary.to_string_lossy().to_string(),
+            "bench-app".into(),
+            "--io-test".into(),
+            file.to_string_lossy().to_string(),
+            "--block-bytes".into(),
+            block.to_string(),
+            "--total-bytes".into(),
+            total.to_string(),
+        ];
+        let log = log_dir.join(format!("calibration-{}.log", leaf.name));
+        let _ = std::fs::remove_file(&log);
+        let (proc, t0) = crate::launch::spawn("calibration", &argv, leaf, 0, &log)?;
+        Ok(IoTest {
+            proc,
+            t0,
+            log,
+            what: format!("calibration read of {} with {block}-byte blocks", file.display()),
+        })
     }
-    // The io-test prints its result on stderr too, which lands in the log.
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    text.lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("bytes_per_sec "))
-        .and_then(|x| x.trim().parse::<f64>().ok())
-        .context("calibration result missing from its log")
+
+    /// Waits for its result, bytes/s.
+    pub fn finish(mut self) -> Result<f64> {
+        let re = regex::Regex::new(r"^bytes_per_sec (\S+)$")?;
+        let (o, _) = self.proc.wait_ready(
+            &crate::launch::Readiness::Line(re),
+            self.t0,
+            Duration::from_secs(120),
+        );
+        self.proc.stop();
+        if o != crate::launch::Outcome::Ready {
+            bail!("{} failed ({o:?}); see {}", self.what, self.log.display());
+        }
+        // The io-test prints its result on stderr too, which lands in the log.
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("bytes_per_sec "))
+            .and_then(|x| x.trim().parse::<f64>().ok())
+            .with_context(|| format!("{}: result missing from {}", self.what, self.log.display()))
+    }
 }
 
 fn make_profiles(

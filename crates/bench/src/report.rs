@@ -12,6 +12,26 @@ use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeMap;
 
+/// The storage device of the domain.
+#[derive(Debug, Clone, Serialize)]
+pub struct StorageInfo {
+    /// How it is realised.
+    pub mechanism: &'static str,
+    /// Its model.
+    pub flash: crate::flash::FlashParams,
+}
+
+/// The domain's CPU budget (v1 cpu cgroup, CFS bandwidth).
+#[derive(Debug, Clone, Serialize)]
+pub struct CpuBudget {
+    /// Cores of this host.
+    pub cores: f64,
+    /// cpu.cfs_quota_us.
+    pub quota_us: u64,
+    /// cpu.cfs_period_us.
+    pub period_us: u64,
+}
+
 /// What the report records about the testbed itself (`extra.testbed`).
 #[derive(Debug, Clone, Serialize)]
 pub struct TestbedInfo {
@@ -29,8 +49,14 @@ pub struct TestbedInfo {
     pub preload_budget_bytes: u64,
     /// The storage image, bytes.
     pub image_bytes: u64,
-    /// The storage measured inside the domain.
+    /// The storage device (one for the whole domain) and how it is made.
+    pub storage: StorageInfo,
+    /// The storage measured inside the domain, one reader.
     pub calibration_bytes_per_sec: Vec<CurvePoint>,
+    /// Two readers in different leaves at once.
+    pub concurrent_read_bytes_per_sec: Option<crate::prepare::ConcurrentRead>,
+    /// The domain's CPU budget.
+    pub cpu_budget: CpuBudget,
     /// How the profiles were made (`recorded` or `from-spec`).
     pub profiles: &'static str,
     /// Repetitions of each policy.
@@ -149,6 +175,18 @@ pub fn build(
             "died_before_ready".into(),
             json!(all.iter().filter(|l| l.died.is_some()).count()),
         );
+        let at: Vec<crate::run::AtLaunch> = ok.iter().filter_map(|m| m.at_launch).collect();
+        if !at.is_empty() {
+            extra.insert(
+                "at_target_launch".into(),
+                json!({
+                    "free_bytes_median": median_u64(at.iter().map(|a| a.free_bytes).collect()),
+                    "own_file_refault_pages_median": median_u64(at.iter().map(|a| a.own_file_refault_pages).collect()),
+                    "read_bytes_median": median_u64(at.iter().map(|a| a.read_bytes).collect()),
+                    "per_rep": at,
+                }),
+            );
+        }
         extra.insert(
             "foreground_killed".into(),
             json!(ok.iter().filter(|m| m.foreground_killed).count()),
@@ -376,6 +414,7 @@ mod tests {
                 orig_data_bytes: 1,
                 pool_bytes: 2,
             },
+            at_launch: None,
             timeline: vec![],
             error: None,
         }

@@ -36,6 +36,9 @@ pub const BACKGROUND_ADJ: i32 = 900;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scenario {
+    /// Target cold launch with no background load (the baseline of the
+    /// load slowdown, seed 000 Fig. 4).
+    Idle,
     /// Target cold launch with 5 small apps in the background.
     Low,
     /// ... with up to 15 small apps.
@@ -52,6 +55,7 @@ impl Scenario {
     /// Name.
     pub fn name(self) -> &'static str {
         match self {
+            Scenario::Idle => "idle",
             Scenario::Low => "low",
             Scenario::Medium => "medium",
             Scenario::High => "high",
@@ -61,11 +65,15 @@ impl Scenario {
     }
     /// Whether it is a target cold launch under a load (low/medium/high).
     pub fn has_target(self) -> bool {
-        matches!(self, Scenario::Low | Scenario::Medium | Scenario::High)
+        matches!(
+            self,
+            Scenario::Idle | Scenario::Low | Scenario::Medium | Scenario::High
+        )
     }
     /// Parses a name.
     pub fn parse(s: &str) -> Option<Self> {
         [
+            Scenario::Idle,
             Scenario::Low,
             Scenario::Medium,
             Scenario::High,
@@ -175,12 +183,17 @@ impl Bed {
     }
 
     fn sample(&self) -> counters::Sample {
-        counters::sample(
+        let mut s = counters::sample(
             &self.domain.roots.proc_root,
             &self.domain.roots.mem_root(),
             &self.domain.roots.blkio_root(),
             &self.domain.loop_majmin,
-        )
+        );
+        // The domain reads through the flash device, not from the loop device.
+        let st = self.domain.flash_stats();
+        s.read_bytes = st.bytes();
+        s.read_ios = st.requests.load(std::sync::atomic::Ordering::Relaxed);
+        s
     }
 }
 
@@ -204,6 +217,20 @@ pub struct LaunchRecord {
     pub timed_out: bool,
     /// Died before readiness (how), if so.
     pub died: Option<String>,
+}
+
+/// The domain around the target's cold launch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct AtLaunch {
+    /// Memory free in the domain just before the launch: the limit minus
+    /// memory.usage_in_bytes.
+    pub free_bytes: u64,
+    /// Pages of the target's own files (its leaf's memory.stat
+    /// workingset_refault_file) re-read during the launch after reclaim had
+    /// evicted them (seed 000 Fig. 8b).
+    pub own_file_refault_pages: u64,
+    /// Bytes the flash device served during the launch.
+    pub read_bytes: u64,
 }
 
 /// One timeline point (sampled every 50 ms during a target launch).
@@ -255,6 +282,8 @@ pub struct Measurement {
     pub daemon_standby_peak_bytes: Option<u64>,
     /// zram at the end of the load.
     pub zram: ZramStats,
+    /// The domain at the target's launch (target-launch scenarios).
+    pub at_launch: Option<AtLaunch>,
     /// Timeline of one target launch.
     pub timeline: Vec<TimelinePoint>,
     /// Why the session did not run, if it did not.
@@ -318,7 +347,13 @@ impl<'a> Session<'a> {
                 .bed
                 .log_dir
                 .join(format!("daemon-{}-{label}.log", policy.name()));
-            let d = Daemon::start(&s.bed.binary, &cfg, &s.bed.daemon.socket(), &log)?;
+            let d = Daemon::start(
+                &s.bed.binary,
+                &cfg,
+                &s.bed.daemon.socket(),
+                &log,
+                &s.bed.domain.roots.cpu_root(),
+            )?;
             s.daemon_res = s.bed.domain.track_process(d.pid())?;
             s.daemon = Some(d);
         }
@@ -457,6 +492,24 @@ impl<'a> Session<'a> {
         })
     }
 
+    /// The domain's free memory, the `app` leaf's file re-faults and the
+    /// device's bytes now (deltas make [`AtLaunch`]).
+    fn launch_probe(&self, app: &str) -> Result<AtLaunch> {
+        let a = self.bed.app(app)?;
+        let rd = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+        let mem = self.bed.domain.roots.mem_root();
+        let usage: u64 = rd(mem.join("memory.usage_in_bytes"))
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        let leaf = counters::parse_kv(&rd(a.leaf.mem.join("memory.stat")));
+        Ok(AtLaunch {
+            free_bytes: self.bed.domain.device.app_memory_bytes.saturating_sub(usage),
+            own_file_refault_pages: leaf.get("workingset_refault_file").copied().unwrap_or(0),
+            read_bytes: self.bed.domain.flash_stats().bytes(),
+        })
+    }
+
     /// Warm or hot: what of a live app is gone just before a switch to it
     /// (its swapped-out share of anonymous memory, from its leaf's
     /// memory.stat, and the share of its launch file bytes no longer cached).
@@ -568,16 +621,12 @@ impl Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
         let mem = bed.domain.roots.mem_root();
-        let blk = bed.domain.roots.blkio_root();
-        let majmin = bed.domain.loop_majmin.clone();
+        let flash = bed.domain.flash_stats();
         let socket = with_daemon.then(|| bed.daemon.socket());
         let handle = std::thread::spawn(move || {
             let t0 = Instant::now();
             let rd = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
-            let read0 = counters::parse_blkio_reads(
-                &rd(blk.join("blkio.throttle.io_service_bytes_recursive")),
-                &majmin,
-            );
+            let read0 = flash.bytes();
             let mut out = Vec::new();
             let mut k = 0u64;
             loop {
@@ -596,11 +645,7 @@ impl Sampler {
                     cache_bytes: g("total_cache"),
                     rss_bytes: g("total_rss"),
                     swap_bytes: g("total_swap"),
-                    read_bytes: counters::parse_blkio_reads(
-                        &rd(blk.join("blkio.throttle.io_service_bytes_recursive")),
-                        &majmin,
-                    )
-                    .saturating_sub(read0),
+                    read_bytes: flash.bytes().saturating_sub(read0),
                     swappiness: rd(mem.join("memory.swappiness"))
                         .trim()
                         .parse()
@@ -671,6 +716,7 @@ pub fn background_of(apps: &[(&str, AppClass)], scenario: Scenario, target: &str
     };
     let (small, gb) = (of(AppClass::Small), of(AppClass::Gb));
     let (n_small, n_gb) = match scenario {
+        Scenario::Idle => (0, 0),
         Scenario::Low => (5, 0),
         Scenario::Medium => (15, 0),
         Scenario::High => (15, 2),
@@ -730,6 +776,7 @@ pub fn measurement(policy: Policy, scenario: Scenario, rep: u32) -> Measurement 
         preload_peak_bytes: 0,
         daemon_standby_peak_bytes: None,
         zram: ZramStats::default(),
+        at_launch: None,
         timeline: Vec::new(),
         error: None,
     }
@@ -767,8 +814,17 @@ pub fn run_target(
         s.settle(settle)?;
         m.zram = s.zram();
         s.checkpoint_preload();
+        let before = s.launch_probe(target)?;
         let mut tl = Vec::new();
         m.launches.push(s.launch(target, Some(&mut tl))?);
+        let after = s.launch_probe(target)?;
+        m.at_launch = Some(AtLaunch {
+            free_bytes: before.free_bytes,
+            own_file_refault_pages: after
+                .own_file_refault_pages
+                .saturating_sub(before.own_file_refault_pages),
+            read_bytes: after.read_bytes.saturating_sub(before.read_bytes),
+        });
         m.timeline = tl;
         // Background apps (the load) still alive after the target launched.
         m.survivors = s.alive_background();

@@ -17,12 +17,18 @@ use crate::spec::{AppClass, AppSpec, SyntheticSpec};
 use crate::synth::{Layout, Op};
 use appflow_core::storage::CurvePoint;
 use appflow_core::MIB;
-use appflow_sim::devfile::{AppEntry, DeviceFile, DeviceSection, StorageSection, WorkloadSection};
+use appflow_sim::devfile::{
+    AppEntry, DeviceFile, DeviceSection, PointEntry, StorageSection, WorkloadSection,
+};
 use std::path::Path;
 
 /// Files at or above this size are "large" in the simulator (its small
 /// files hold at most 31 pages).
 const SIM_SMALL_MAX_BYTES: u64 = 124 * 1024;
+
+/// Block sizes of the emitted storage curve, KiB: the flash model's
+/// throughput for one reader at each (what the simulator's curve means).
+const SIM_CURVE_BLOCKS_KIB: &[u64] = &[4, 16, 64, 128, 256, 512, 1024, 2048];
 
 /// zram compression cost on the testbed host, ms per MiB (1 ms/MiB ≈ 1 GB/s,
 /// lzo-rle on one x86 core; a phone's is 12.5, seed 001's < 80 MB/s).
@@ -65,9 +71,11 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
          # to the memory cgroup (zram_pool_in_dram = false); zram_ratio is {}.\n\
          # No watermarks: a memory cgroup has no kswapd, every allocation at the limit reclaims directly.\n\
          # One direct-reclaim thread: a synthetic app launches on one thread. cpu_scale 1: the synthetic\n\
-         # apps burn their cpu_ms as thread CPU time. Reclaim costs are this host's (x86, zram lzo-rle),\n\
-         # checked against the stock row of the default run (docs/bench.md); their 5:1 ratio is seed 000\n\
-         # §4.3. The storage is the blkio throttle on every leaf; resume_ms is a tenth of the launch CPU\n\
+         # apps burn their cpu_ms as thread CPU time; cpu_scale is 1 / the domain's CPU budget in cores.\n\
+         # Reclaim costs are this host's (x86, zram lzo-rle) divided by the CPU budget, checked against\n\
+         # the stock row of the default run (docs/bench.md); their 5:1 ratio is seed 000 §4.3.\n\
+         # The storage curve is the flash device's (one reader: latency + size / bandwidth, shared by\n\
+         # the whole domain); resume_ms is a tenth of the launch CPU\n\
          # (a switch re-touches the working set). The workload lists are what the testbed launches\n\
          # (back to back: use_ms 0; settle_ms is --settle-ms).\n",
         d.preset.name,
@@ -108,13 +116,14 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
     DeviceSection {
         name: format!("bench-{}-x{}", p.name, d.scale),
         description: Some(format!(
-            "appflow bench domain: {} at scale {} (memory cgroup {:.0} MiB, zram {:.0} MiB, {} MiB/s, {} IOPS)",
+            "appflow bench domain: {} at scale {} (memory cgroup {:.0} MiB, zram {:.0} MiB, flash {:.0} MB/s + {:.0} us/request, {} core(s))",
             p.about,
             d.scale,
             mib(d.app_memory_bytes),
             mib(d.zram_disksize_bytes),
-            p.read_bps / MIB,
-            p.read_iops
+            p.flash.bytes_per_sec / 1e6,
+            p.flash.latency_us,
+            p.cpu_cores
         )),
         // Reclaim and zram CPU costs not given here come from this preset.
         base: Some(
@@ -132,19 +141,30 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
         zram_ratio: Some(round_to(measured.stock_zram_ratio.unwrap_or(3.0), 2)),
         zram_pool_in_dram: Some(false),
         swap_mib: Some(0.0),
-        cpu_scale: Some(1.0),
+        cpu_scale: Some(round_to(1.0 / p.cpu_cores, 4)),
         wmark_min_mib: Some(0.0),
         wmark_low_mib: Some(0.0),
         wmark_high_mib: Some(0.0),
         direct_reclaim_threads: Some(1.0),
-        anon_zram_ms_per_mib: Some(HOST_ANON_ZRAM_MS_PER_MIB),
-        file_drop_ms_per_mib: Some(HOST_FILE_DROP_MS_PER_MIB),
+        anon_zram_ms_per_mib: Some(round_to(HOST_ANON_ZRAM_MS_PER_MIB / p.cpu_cores, 4)),
+        file_drop_ms_per_mib: Some(round_to(HOST_FILE_DROP_MS_PER_MIB / p.cpu_cores, 4)),
         readahead_kib: Some(p.read_ahead_kib),
         preload_budget_mib: Some(mib(d.preload_budget_bytes)),
         storage: Some(StorageSection {
-            read_mib_per_sec: Some(mib(p.read_bps)),
-            read_iops: Some(p.read_iops as f64),
-            points: None,
+            read_mib_per_sec: None,
+            read_iops: None,
+            points: Some(
+                SIM_CURVE_BLOCKS_KIB
+                    .iter()
+                    .map(|&kib| PointEntry {
+                        block_kib: kib as f64,
+                        mib_per_sec: round_to(
+                            p.flash.single_reader_bytes_per_sec(kib * 1024) / MIB as f64,
+                            1,
+                        ),
+                    })
+                    .collect(),
+            ),
         }),
         ..DeviceSection::default()
     }
@@ -268,8 +288,12 @@ mod tests {
         // 512 MiB disk; pool cap 384 MiB × 3 does not bind.
         assert_eq!(d.device.zram_disksize_bytes, 512 * MIB);
         let c = &d.device.read_curve;
-        assert!((c.throughput(4096) - 3000.0 * 4096.0).abs() < 1.0);
-        assert!((c.throughput(2 << 20) - 400.0 * MIB as f64).abs() < 1.0);
+        // The flash model's one-reader curve (0.05 MiB/s rounding).
+        let flash = crate::device::UFS31;
+        for b in [4096u64, 128 << 10, 2 << 20] {
+            let want = flash.single_reader_bytes_per_sec(b);
+            assert!((c.throughput(b) - want).abs() < 0.06 * MIB as f64, "{b}");
+        }
         assert_eq!(
             d.preload_budget_bytes,
             Some(crate::device::page_round(25 * MIB))
@@ -346,9 +370,10 @@ mod tests {
         let f = appflow_sim::devfile::parse(&text, "e").unwrap();
         let d = appflow_sim::devfile::device(&f, "e").unwrap();
         assert_eq!(d.device.zram_ratio, 2.5);
-        // The measured curve is recorded; the caps stay the curve.
+        // The measured curve is recorded; the model's curve stays the curve.
         let c = &d.device.read_curve;
-        assert!((c.throughput(4096) - 3000.0 * 4096.0).abs() < 1.0);
+        let want = crate::device::UFS31.single_reader_bytes_per_sec(4096);
+        assert!((c.throughput(4096) - want).abs() < 0.06 * MIB as f64);
         assert_eq!(d.device.anon_zram_ms_per_mib, HOST_ANON_ZRAM_MS_PER_MIB);
         // Pool cap 384 MiB × 2.5 = 960 MiB > 512 MiB disk: the disk binds.
         assert_eq!(d.device.zram_disksize_bytes, 512 * MIB);

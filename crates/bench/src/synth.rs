@@ -268,12 +268,13 @@ impl Layout {
 
     /// Writes the app's files (deterministic content), syncs, and drops them
     /// from the page cache.
-    pub fn generate(&self) -> Result<u64> {
+    /// Writes the files under `dir` (the backing store of the app's directory).
+    pub fn generate(&self, dir: &Path) -> Result<u64> {
         let mut rng = SplitMix::new(fnv1a(self.app.as_bytes()) ^ 0x5eed);
         let mut buf = vec![0u8; 1 << 20];
         let mut written = 0;
         for f in self.small.iter().chain(&self.large) {
-            let path = self.dir.join(&f.rel);
+            let path = dir.join(&f.rel);
             if let Some(d) = path.parent() {
                 std::fs::create_dir_all(d).with_context(|| format!("mkdir {}", d.display()))?;
             }
@@ -688,7 +689,7 @@ mod tests {
         s.large_total_mib = 1.0;
         s.large_read_mib = 0.5;
         let l = Layout::new("g", &s, 1.0, d.path());
-        let n = l.generate().unwrap();
+        let n = l.generate(&l.dir).unwrap();
         assert_eq!(n, l.disk_bytes());
         for p in l.paths() {
             assert!(std::fs::metadata(&p).unwrap().len() > 0);
