@@ -126,7 +126,10 @@ pub fn run_bench(o: &BenchOptions) -> Result<BenchOutcome> {
         .flatten()
         .map(|l| (l.small.len() + l.large.len()) as u64)
         .sum();
-    let data: u64 = layouts.iter().flatten().map(|l| l.disk_bytes()).sum();
+    let mut data: u64 = layouts.iter().flatten().map(|l| l.disk_bytes()).sum();
+    for s in &o.apps {
+        data += prepare::install_bytes(s)?;
+    }
     let image_bytes = device::page_round(data + data / 8 + files * 8192 + 256 * 1048576);
     let progress = Progress::new(0, o.progress);
     progress.say(&format!(

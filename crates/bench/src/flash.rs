@@ -167,7 +167,8 @@ mod tests {
     #[test]
     fn throughput_rises_with_block_size() {
         let t = |b| one_reader(UFS, b, 64);
-        let (k4, k128, k512, m1, m2) = (t(4096), t(128 << 10), t(512 << 10), t(1 << 20), t(2 << 20));
+        let (k4, k128, k512, m1, m2) =
+            (t(4096), t(128 << 10), t(512 << 10), t(1 << 20), t(2 << 20));
         assert!(k4 < k128 && k128 < k512 && k512 < m1 && m1 < m2);
         assert!(m1 >= 2.0 * k128, "{m1} {k128}");
         assert!(k4 <= m1 / 15.0);

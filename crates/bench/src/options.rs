@@ -11,6 +11,8 @@ use crate::spec::{self, AppClass, AppSpec};
 use anyhow::{Context, Result};
 use appflow_core::InputError;
 use std::io::IsTerminal;
+#[cfg(test)]
+use std::path::Path;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -355,6 +357,27 @@ mod tests {
         let e = options(&a).unwrap_err();
         assert!(e.to_string().contains("bad.toml"), "{e}");
         assert!(is_input(e));
+    }
+
+    #[test]
+    fn real_app_pack_specs_are_valid_command_apps_that_install() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("apps-real");
+        let specs = spec::load_dir(&dir).unwrap();
+        assert_eq!(specs.len(), 3);
+        for s in &specs {
+            match &s.body {
+                spec::AppBody::Command(c) => {
+                    assert!(!c.install.is_empty(), "{}", s.name);
+                    assert!(c.argv[0].starts_with("{root}/"), "{}", s.name);
+                }
+                spec::AppBody::Synthetic(_) => panic!("{} is synthetic", s.name),
+            }
+        }
+        let bad = "name = \"x\"\nclass = \"gb\"\nkind = \"command\"\n[command]\nargv = [\"a\"]\nready = \"exit\"\ntimeout_ms = 1\ninstall = [\"rel/path\"]\n";
+        let e = AppSpec::parse(bad, Path::new("x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("install"), "{e}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::options::BenchOptions;
 use crate::policy::{self, DaemonSetup};
 use crate::progress::{mib, Progress};
 use crate::run::App;
-use crate::spec::{self, AppBody};
+use crate::spec::{self, AppBody, AppSpec};
 use crate::synth::{self, Layout};
 use anyhow::{bail, Context, Result};
 use appflow_core::profile::LaunchProfile;
@@ -112,11 +112,13 @@ pub fn prepare(
         let spec_file = spec_dir.join(format!("{}.toml", s.name));
         std::fs::write(&spec_file, &s.text)?;
         let leaf = domain.leaf(&format!("app-{}", s.name))?;
+        let installed = install(domain, s)?;
         apps.push(App {
             spec: s.clone(),
             layout,
             spec_file,
             leaf,
+            installed,
         });
     }
     let worker = domain.leaf("worker")?;
@@ -168,6 +170,74 @@ pub fn prepare(
         concurrent,
         profiles,
     })
+}
+
+/// The host paths a command app installs on the device.
+fn install_paths(s: &AppSpec) -> &[String] {
+    match &s.body {
+        AppBody::Command(c) => &c.install,
+        AppBody::Synthetic(_) => &[],
+    }
+}
+
+/// Bytes a command app's install takes (regular files; symlinks not followed).
+pub fn install_bytes(s: &AppSpec) -> Result<u64> {
+    let mut total = 0;
+    for p in install_paths(s) {
+        for f in
+            walk(Path::new(p)).with_context(|| format!("{}: install path {p}", s.file.display()))?
+        {
+            total += std::fs::symlink_metadata(&f).map(|m| m.len()).unwrap_or(0);
+        }
+    }
+    Ok(total)
+}
+
+/// Regular files under `p` (itself when it is one), symlinks not followed.
+fn walk(p: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let m = std::fs::symlink_metadata(p).with_context(|| format!("reading {}", p.display()))?;
+    if m.is_file() {
+        return Ok(vec![p.to_path_buf()]);
+    }
+    let mut out = Vec::new();
+    if m.is_dir() {
+        for e in std::fs::read_dir(p).with_context(|| format!("listing {}", p.display()))? {
+            out.extend(walk(&e?.path())?);
+        }
+    }
+    Ok(out)
+}
+
+/// Copies a command app's install paths onto the device (`apps/NAME/`) and
+/// returns its files as the domain sees them.
+fn install(domain: &Domain, s: &AppSpec) -> Result<Vec<std::path::PathBuf>> {
+    let home = domain.mnt.join("apps").join(&s.name);
+    let backing = domain.backing_path(&home);
+    let mut files = Vec::new();
+    for p in install_paths(s) {
+        std::fs::create_dir_all(&backing)?;
+        let st = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(p)
+            .arg(&backing)
+            .status()
+            .context("running cp")?;
+        if !st.success() {
+            bail!(
+                "{}: installing {p} on the device failed ({st})",
+                s.file.display()
+            );
+        }
+        let name = Path::new(p)
+            .file_name()
+            .context("install path has no file name")?;
+        for f in walk(&backing.join(name))? {
+            if let Ok(rel) = f.strip_prefix(&backing) {
+                files.push(home.join(rel));
+            }
+        }
+    }
+    Ok(files)
 }
 
 /// Reads the biggest large file from a leaf at each block size of
@@ -272,7 +342,10 @@ impl IoTest {
             proc,
             t0,
             log,
-            what: format!("calibration read of {} with {block}-byte blocks", file.display()),
+            what: format!(
+                "calibration read of {} with {block}-byte blocks",
+                file.display()
+            ),
         })
     }
 

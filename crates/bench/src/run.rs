@@ -95,6 +95,8 @@ pub struct App {
     pub spec_file: PathBuf,
     /// Its leaf cgroups.
     pub leaf: Leaf,
+    /// Files of a command app installed on the device (as the domain sees them).
+    pub installed: Vec<PathBuf>,
 }
 
 impl App {
@@ -115,7 +117,11 @@ impl App {
                 "--scale".into(),
                 scale.to_string(),
             ],
-            AppBody::Command(c) => c.argv.clone(),
+            AppBody::Command(c) => {
+                let home = root.join("apps").join(&self.spec.name);
+                let home = home.to_string_lossy();
+                c.argv.iter().map(|a| a.replace("{root}", &home)).collect()
+            }
         }
     }
     /// How its readiness is seen.
@@ -140,9 +146,13 @@ impl App {
             AppBody::Command(c) => Duration::from_millis(c.timeout_ms),
         }
     }
-    /// Files of the app the testbed knows (synthetic apps).
+    /// Files of the app on the device (a synthetic app's, or what a command
+    /// app installed).
     pub fn paths(&self) -> Vec<PathBuf> {
-        self.layout.as_ref().map(|l| l.paths()).unwrap_or_default()
+        match &self.layout {
+            Some(l) => l.paths(),
+            None => self.installed.clone(),
+        }
     }
 }
 
@@ -504,7 +514,12 @@ impl<'a> Session<'a> {
             .unwrap_or(0);
         let leaf = counters::parse_kv(&rd(a.leaf.mem.join("memory.stat")));
         Ok(AtLaunch {
-            free_bytes: self.bed.domain.device.app_memory_bytes.saturating_sub(usage),
+            free_bytes: self
+                .bed
+                .domain
+                .device
+                .app_memory_bytes
+                .saturating_sub(usage),
             own_file_refault_pages: leaf.get("workingset_refault_file").copied().unwrap_or(0),
             read_bytes: self.bed.domain.flash_stats().bytes(),
         })
