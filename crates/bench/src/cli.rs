@@ -231,6 +231,7 @@ fn testbed_info(o: &BenchOptions, image_bytes: u64, p: &Prepared) -> TestbedInfo
             cores: o.device.preset.cpu_cores,
             quota_us: live::cpu_quota_us(o.device.preset.cpu_cores),
             period_us: 100_000,
+            shares: live::CPU_SHARES,
         },
         calibration_bytes_per_sec: calibration
             .iter()

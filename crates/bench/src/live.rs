@@ -70,6 +70,10 @@ pub struct Leaf {
     pub cpu: PathBuf,
 }
 
+/// cpu.shares of the domain: 16× the default 1024, so on a host busy with
+/// other work the domain still gets its whole CPU budget (the quota caps it).
+pub const CPU_SHARES: u64 = 16 * 1024;
+
 /// cpu.cfs_quota_us of a budget of `cores` over a 100 ms period (at least
 /// the kernel's minimum of 1 ms).
 pub fn cpu_quota_us(cores: f64) -> u64 {
@@ -298,7 +302,10 @@ impl Domain {
             &mem.join("memory.limit_in_bytes"),
             &device.app_memory_bytes.to_string(),
         )?;
-        // The CPU budget: CFS bandwidth over a 100 ms period.
+        // The CPU budget: CFS bandwidth over a 100 ms period, and a weight
+        // high enough that the domain gets its budget on a busy host (the
+        // phone's CPU is the domain's, not shared with the host's work).
+        write(&cpu.join("cpu.shares"), &CPU_SHARES.to_string())?;
         write(&cpu.join("cpu.cfs_period_us"), "100000")?;
         write(
             &cpu.join("cpu.cfs_quota_us"),

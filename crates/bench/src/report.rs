@@ -30,6 +30,8 @@ pub struct CpuBudget {
     pub quota_us: u64,
     /// cpu.cfs_period_us.
     pub period_us: u64,
+    /// cpu.shares (weight against the host's other work).
+    pub shares: u64,
 }
 
 /// What the report records about the testbed itself (`extra.testbed`).
