@@ -225,6 +225,7 @@ fn testbed_info(o: &BenchOptions, image_bytes: u64, p: &Prepared) -> TestbedInfo
         storage: report::StorageInfo {
             mechanism: "one FUSE-served device for the whole domain (service-time model: latency + size / bandwidth, queue depth, idle class yields), files in an ext4 image on a loop device behind it",
             flash: o.device.preset.flash,
+            host_turnaround: crate::fusefs::HOST_FUSE_TURNAROUND,
         },
         concurrent_read_bytes_per_sec: p.concurrent.clone(),
         cpu_budget: report::CpuBudget {

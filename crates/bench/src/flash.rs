@@ -41,6 +41,32 @@ impl FlashParams {
     }
 }
 
+/// The host's own cost per request of serving the device through FUSE
+/// (waking the server, copying the data twice, waking the reader): a lone
+/// reader pays it between its requests, outside the model. The device
+/// holds its bus that long after each request, so concurrent readers pay it
+/// too and cannot overlap it to get more than one reader's throughput.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Turnaround {
+    /// Fixed part, µs.
+    pub fixed_us: f64,
+    /// Copy speed, bytes/s.
+    pub copy_bytes_per_sec: f64,
+}
+
+impl Turnaround {
+    /// None.
+    pub const ZERO: Turnaround = Turnaround {
+        fixed_us: 0.0,
+        copy_bytes_per_sec: f64::INFINITY,
+    };
+
+    /// The turnaround of a request of `bytes`, ns.
+    pub fn ns(&self, bytes: u64) -> u64 {
+        (self.fixed_us * 1e3 + bytes as f64 / self.copy_bytes_per_sec * 1e9).round() as u64
+    }
+}
+
 /// Priority class of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IoClass {
@@ -60,6 +86,7 @@ struct Queued<T> {
 #[derive(Debug)]
 pub struct FlashModel<T> {
     params: FlashParams,
+    turnaround: Turnaround,
     normal: VecDeque<Queued<T>>,
     idle: VecDeque<Queued<T>>,
     /// In the device: (completion time ns, class).
@@ -72,8 +99,15 @@ pub struct FlashModel<T> {
 impl<T> FlashModel<T> {
     /// An idle device.
     pub fn new(params: FlashParams) -> Self {
+        Self::with_turnaround(params, Turnaround::ZERO)
+    }
+
+    /// An idle device that holds its bus for the host's `turnaround` after
+    /// each request.
+    pub fn with_turnaround(params: FlashParams, turnaround: Turnaround) -> Self {
         Self {
             params,
+            turnaround,
             normal: VecDeque::new(),
             idle: VecDeque::new(),
             inside: Vec::new(),
@@ -117,7 +151,13 @@ impl<T> FlashModel<T> {
             };
             let start = (now_ns + (self.params.latency_us * 1e3) as u64).max(self.bus_free_ns);
             let done = start + (q.bytes as f64 / self.params.bytes_per_sec * 1e9).round() as u64;
-            self.bus_free_ns = done;
+            let hold = self.turnaround.ns(q.bytes);
+            // With a turnaround, the next request's latency starts after it.
+            self.bus_free_ns = if hold > 0 {
+                done + hold + (self.params.latency_us * 1e3) as u64
+            } else {
+                done
+            };
             self.inside.push((done, class));
             self.served_bytes += q.bytes;
             self.served_requests += 1;
@@ -207,6 +247,37 @@ mod tests {
         }
         let last = m.admit(0).into_iter().map(|x| x.1).max().unwrap();
         assert!(8.0 * b as f64 * 1e9 / last as f64 <= deep.bytes_per_sec * 1.0001);
+    }
+
+    #[test]
+    fn a_turnaround_is_paid_by_concurrent_readers_too() {
+        let t = Turnaround {
+            fixed_us: 60.0,
+            copy_bytes_per_sec: 3.6e9,
+        };
+        let b = 1u64 << 20;
+        // A lone reader: its next request comes after the turnaround.
+        let mut m = FlashModel::with_turnaround(UFS, t);
+        let mut now = 0;
+        for i in 0..32 {
+            m.submit(b, IoClass::Normal, i);
+            now = m.admit(now)[0].1 + t.ns(b);
+        }
+        let single = (32 * b) as f64 * 1e9 / now as f64;
+        // Two readers always waiting: the device never idles.
+        let mut m = FlashModel::with_turnaround(UFS, t);
+        for i in 0..64 {
+            m.submit(b, IoClass::Normal, i);
+        }
+        let mut now = 0;
+        let mut n = 0;
+        while n < 64 {
+            let a = m.admit(now);
+            n += a.len() as u64;
+            now = a.last().map(|x| x.1).unwrap_or(now + 1000);
+        }
+        let both = (64 * b) as f64 * 1e9 / now as f64;
+        assert!(both <= 1.01 * single, "{both} vs {single}");
     }
 
     #[test]

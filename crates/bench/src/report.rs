@@ -19,6 +19,8 @@ pub struct StorageInfo {
     pub mechanism: &'static str,
     /// Its model.
     pub flash: crate::flash::FlashParams,
+    /// The host's FUSE turnaround every request is charged.
+    pub host_turnaround: crate::flash::Turnaround,
 }
 
 /// The domain's CPU budget (v1 cpu cgroup, CFS bandwidth).
