@@ -219,12 +219,10 @@ impl Ops for NoOps {
     }
 }
 
-/// Writes a file atomically (temp file in the same directory, then rename).
+/// Writes a file atomically (the daemon's helper: temp file, fsync, rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
-    Ok(())
+    appflow_linux::store::write_atomic(path, bytes)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// Where the testbed puts things (overridable for tests).
@@ -266,6 +264,10 @@ impl Roots {
     /// The blkio controller's domain cgroup.
     pub fn blkio_root(&self) -> PathBuf {
         self.cgroup_root.join("blkio").join(PREFIX)
+    }
+    /// The cpu controller's domain cgroup (the CPU budget).
+    pub fn cpu_root(&self) -> PathBuf {
+        self.cgroup_root.join("cpu").join(PREFIX)
     }
 }
 
@@ -337,7 +339,7 @@ pub fn find_leftovers(roots: &Roots) -> Vec<Resource> {
             }
         }
     }
-    for ctrl in ["memory", "blkio"] {
+    for ctrl in ["memory", "blkio", "cpu"] {
         let base = roots.cgroup_root.join(ctrl);
         if let Ok(rd) = std::fs::read_dir(&base) {
             let mut tops: Vec<PathBuf> = rd

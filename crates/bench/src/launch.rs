@@ -71,6 +71,7 @@ pub fn spawn(
 ) -> Result<(Proc, Instant)> {
     let mem_procs = cstr(&leaf.mem.join("cgroup.procs"))?;
     let blk_procs = cstr(&leaf.blkio.join("cgroup.procs"))?;
+    let cpu_procs = cstr(&leaf.cpu.join("cgroup.procs"))?;
     let oom = CString::new("/proc/self/oom_score_adj")?;
     let adj = CString::new(oom_score_adj.to_string())?;
     let errlog = std::fs::OpenOptions::new()
@@ -90,6 +91,7 @@ pub fn spawn(
             for (path, val) in [
                 (&mem_procs, c"0"),
                 (&blk_procs, c"0"),
+                (&cpu_procs, c"0"),
                 (&oom, adj.as_c_str()),
             ] {
                 let fd = libc::open(path.as_ptr(), libc::O_WRONLY);

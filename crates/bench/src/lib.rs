@@ -7,23 +7,35 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | [`cli`] | `appflow bench` / `bench-app` entry points: build, run, tear down, check |
+//! | [`options`] | command-line arguments and their validation |
+//! | [`prepare`] | app files and leaves, in-domain calibration, daemon configs, profiles |
+//! | [`measure`] | every session, policies interleaved across repetitions |
+//! | [`run`] | one session: scenarios, launches, counters |
+//! | [`report`] | measurements → the core's `RunReport`, and the table |
 //! | [`spec`] | app spec files (synthetic apps and real command lines), validation |
 //! | [`device`] | device presets and `--scale` |
 //! | [`domain`] | what the testbed creates, the state file, guaranteed teardown, `--cleanup` |
 //! | [`live`] | building the domain on the kernel; signal flag |
 //! | [`synth`] | synthetic apps: layout, files, launch pattern, the app process |
 //! | [`launch`] | spawning into leaf cgroups, exec-to-readiness timing |
-//! | [`policy`] | the policies and the daemon driver (contracts B, C, E) |
+//! | [`policy`] | the policies and the daemon driver (config, control socket, SIGTERM) |
 //! | [`simdev`] | the run's domain and apps as an `appflow sim --device-file` |
 
 pub mod cli;
 pub mod counters;
 pub mod device;
 pub mod domain;
+pub mod flash;
+pub mod fusefs;
 pub mod launch;
 pub mod live;
+pub mod measure;
+pub mod options;
 pub mod plot;
 pub mod policy;
+pub mod prepare;
+pub mod progress;
 pub mod report;
 pub mod run;
 pub mod simdev;

@@ -56,7 +56,8 @@ pub fn sleep_checked(d: Duration) -> Result<()> {
     check_interrupted()
 }
 
-/// A leaf cgroup pair (memory + blkio).
+/// A leaf: its memory and blkio cgroups, and the domain's cpu cgroup (one
+/// CPU budget for the whole domain).
 #[derive(Debug, Clone)]
 pub struct Leaf {
     /// Leaf name.
@@ -65,6 +66,27 @@ pub struct Leaf {
     pub mem: PathBuf,
     /// blkio cgroup directory.
     pub blkio: PathBuf,
+    /// The domain's cpu cgroup directory.
+    pub cpu: PathBuf,
+}
+
+/// cpu.shares of the domain: 16× the default 1024, so on a host busy with
+/// other work the domain still gets its whole CPU budget (the quota caps it).
+pub const CPU_SHARES: u64 = 16 * 1024;
+
+/// cpu.cfs_quota_us of a budget of `cores` over a 100 ms period (at least
+/// the kernel's minimum of 1 ms).
+pub fn cpu_quota_us(cores: f64) -> u64 {
+    ((cores * 100_000.0).round() as u64).max(1000)
+}
+
+/// zram's `mm_stat`: what is stored and what it takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ZramStats {
+    /// Uncompressed bytes stored (orig_data_size).
+    pub orig_data_bytes: u64,
+    /// Memory the compressed pool takes (mem_used_total).
+    pub pool_bytes: u64,
 }
 
 /// The built domain. Dropping it tears everything down.
@@ -73,8 +95,10 @@ pub struct Domain {
     pub roots: Roots,
     /// The device emulated.
     pub device: Device,
-    /// The mounted app file system.
+    /// The app file system as the domain sees it (through the flash device).
     pub mnt: PathBuf,
+    /// The same files, written here by the testbed (not through the device).
+    pub backing: PathBuf,
     /// The loop device.
     pub loop_dev: PathBuf,
     /// major:minor of the loop device.
@@ -84,6 +108,8 @@ pub struct Domain {
     /// The image size, bytes.
     pub image_bytes: u64,
     ledger: Ledger<LiveOps>,
+    // After the ledger: its teardown unmounts the device first.
+    flash: crate::fusefs::FlashMount,
     leaves: Vec<Leaf>,
 }
 
@@ -190,18 +216,31 @@ impl Domain {
             &qdir.join("queue/read_ahead_kb"),
             &device.preset.read_ahead_kib.to_string(),
         )?;
-        // Mount.
-        let mnt = roots.run_dir.join("mnt");
-        std::fs::create_dir_all(&mnt)?;
+        // The image holds the files; the domain reads them only through the
+        // flash device at `mnt` (docs/bench.md, "Storage").
+        let backing = roots.run_dir.join("backing");
+        std::fs::create_dir_all(&backing)?;
         nix::mount::mount(
             Some(loop_dev.as_path()),
-            mnt.as_path(),
+            backing.as_path(),
             Some("ext4"),
             nix::mount::MsFlags::MS_NOATIME,
             None::<&str>,
         )
-        .with_context(|| format!("mounting {} on {}", loop_dev.display(), mnt.display()))?;
+        .with_context(|| format!("mounting {} on {}", loop_dev.display(), backing.display()))?;
+        ledger.record(Resource::Mount {
+            path: backing.clone(),
+        })?;
+        let mnt = roots.run_dir.join("mnt");
+        std::fs::create_dir_all(&mnt)?;
         ledger.record(Resource::Mount { path: mnt.clone() })?;
+        let flash = crate::fusefs::mount(
+            &backing,
+            &mnt,
+            device.preset.flash,
+            (device.preset.read_ahead_kib * 1024) as u32,
+        )
+        .with_context(|| format!("mounting the flash device on {}", mnt.display()))?;
         // zram swap, hot-added so the machine's own zram devices are left alone.
         let hot_add = roots.sys_root.join("class/zram-control/hot_add");
         let idx: u32 = std::fs::read_to_string(&hot_add)
@@ -248,10 +287,11 @@ impl Domain {
         // Cgroups.
         let mem = roots.mem_root();
         let blk = roots.blkio_root();
-        for (ctrl, p) in [("memory", &mem), ("blkio", &blk)] {
+        let cpu = roots.cpu_root();
+        for (ctrl, p) in [("memory", &mem), ("blkio", &blk), ("cpu", &cpu)] {
             if !p.parent().is_some_and(|d| d.is_dir()) {
                 bail!(
-                    "cgroup v1 {ctrl} controller not mounted at {} (the testbed needs cgroup v1 memory and blkio)",
+                    "cgroup v1 {ctrl} controller not mounted at {} (the testbed needs cgroup v1 memory, blkio and cpu)",
                     p.parent().unwrap_or(Path::new("")).display()
                 );
             }
@@ -262,20 +302,31 @@ impl Domain {
             &mem.join("memory.limit_in_bytes"),
             &device.app_memory_bytes.to_string(),
         )?;
+        // The CPU budget: CFS bandwidth over a 100 ms period, and a weight
+        // high enough that the domain gets its budget on a busy host (the
+        // phone's CPU is the domain's, not shared with the host's work).
+        write(&cpu.join("cpu.shares"), &CPU_SHARES.to_string())?;
+        write(&cpu.join("cpu.cfs_period_us"), "100000")?;
+        write(
+            &cpu.join("cpu.cfs_quota_us"),
+            &cpu_quota_us(device.preset.cpu_cores).to_string(),
+        )?;
         Ok(Self {
             roots,
             device,
             mnt,
+            backing,
             loop_dev,
             loop_majmin,
             zram_index: idx,
             image_bytes,
             ledger,
+            flash,
             leaves: Vec::new(),
         })
     }
 
-    /// The leaf pair `name`, created (and throttled) on first use.
+    /// The leaf `name`, created on first use.
     pub fn leaf(&mut self, name: &str) -> Result<Leaf> {
         if let Some(l) = self.leaves.iter().find(|l| l.name == name) {
             return Ok(l.clone());
@@ -286,22 +337,27 @@ impl Domain {
             std::fs::create_dir(p).with_context(|| format!("mkdir {}", p.display()))?;
             self.ledger.record(Resource::Cgroup { path: p.clone() })?;
         }
-        let p = &self.device.preset;
-        write(
-            &blkio.join("blkio.throttle.read_bps_device"),
-            &format!("{} {}", self.loop_majmin, p.read_bps),
-        )?;
-        write(
-            &blkio.join("blkio.throttle.read_iops_device"),
-            &format!("{} {}", self.loop_majmin, p.read_iops),
-        )?;
         let l = Leaf {
             name: name.to_string(),
             mem,
             blkio,
+            cpu: self.roots.cpu_root(),
         };
         self.leaves.push(l.clone());
         Ok(l)
+    }
+
+    /// What the flash device has served so far.
+    pub fn flash_stats(&self) -> std::sync::Arc<crate::fusefs::DeviceStats> {
+        self.flash.stats.clone()
+    }
+
+    /// Where the testbed writes a file the domain reads at `path` (under `mnt`).
+    pub fn backing_path(&self, path: &Path) -> PathBuf {
+        match path.strip_prefix(&self.mnt) {
+            Ok(rel) => self.backing.join(rel),
+            Err(_) => path.to_path_buf(),
+        }
     }
 
     /// Every leaf created so far.
@@ -328,7 +384,7 @@ impl Domain {
     }
 
     /// zram's statistics: (original data bytes, compressed pool bytes).
-    pub fn zram_stats(&self) -> (u64, u64) {
+    pub fn zram_stats(&self) -> ZramStats {
         let p = self
             .roots
             .sys_root
@@ -338,10 +394,10 @@ impl Domain {
             .split_whitespace()
             .filter_map(|x| x.parse().ok())
             .collect();
-        (
-            v.first().copied().unwrap_or(0),
-            v.get(2).copied().unwrap_or(0),
-        )
+        ZramStats {
+            orig_data_bytes: v.first().copied().unwrap_or(0),
+            pool_bytes: v.get(2).copied().unwrap_or(0),
+        }
     }
 
     /// Tears everything down now. Errors list what could not be undone.
@@ -372,11 +428,14 @@ pub fn missing_feature(roots: &Roots) -> Option<String> {
             "cgroup v1 memory controller",
         ),
         (
-            roots
-                .cgroup_root
-                .join("blkio/blkio.throttle.read_iops_device"),
-            "cgroup v1 blkio controller with throttling",
+            roots.cgroup_root.join("blkio/cgroup.procs"),
+            "cgroup v1 blkio controller",
         ),
+        (
+            roots.cgroup_root.join("cpu/cpu.cfs_quota_us"),
+            "cgroup v1 cpu controller with CFS bandwidth",
+        ),
+        ("/dev/fuse".into(), "FUSE (modprobe fuse)"),
         (
             roots.sys_root.join("class/zram-control/hot_add"),
             "zram (modprobe zram)",

@@ -176,8 +176,23 @@ pub struct Daemon {
 
 impl Daemon {
     /// Starts `appflow daemon --config F` and waits until its socket answers `status`.
-    pub fn start(binary: &Path, config: &Path, socket: &Path, log: &Path) -> Result<Daemon> {
+    /// Starts the daemon inside the domain's CPU budget (`cpu_cgroup`): its
+    /// preload worker inherits that cgroup, and the daemon's config places
+    /// it in the domain's memory and blkio cgroups.
+    pub fn start(
+        binary: &Path,
+        config: &Path,
+        socket: &Path,
+        log: &Path,
+        cpu_cgroup: &Path,
+    ) -> Result<Daemon> {
         let _ = std::fs::remove_file(socket);
+        let cpu_procs = std::ffi::CString::new(
+            cpu_cgroup
+                .join("cgroup.procs")
+                .to_string_lossy()
+                .into_owned(),
+        )?;
         let errlog = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -190,6 +205,22 @@ impl Daemon {
             .stdout(Stdio::from(errlog.try_clone()?))
             .stderr(Stdio::from(errlog))
             .process_group(0);
+        // SAFETY: only async-signal-safe calls (open/write/close) on a string
+        // prepared before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::open(cpu_procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let n = libc::write(fd, c"0".as_ptr().cast(), 1);
+                libc::close(fd);
+                if n < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {} daemon", binary.display()))?;

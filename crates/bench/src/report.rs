@@ -4,10 +4,76 @@
 
 use crate::counters::Delta;
 use crate::policy::Policy;
-use crate::run::{LaunchKind, Measurement, Scenario};
+use crate::run::{LaunchRecord, Measurement, Scenario};
+use appflow_core::report::LaunchKind;
 use appflow_core::report::{AppResult, LatencyStats, PolicyResult, RunReport, Summary};
+use appflow_core::storage::CurvePoint;
+use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeMap;
+
+/// The storage device of the domain.
+#[derive(Debug, Clone, Serialize)]
+pub struct StorageInfo {
+    /// How it is realised.
+    pub mechanism: &'static str,
+    /// Its model.
+    pub flash: crate::flash::FlashParams,
+    /// The host's FUSE turnaround every request is charged.
+    pub host_turnaround: crate::flash::Turnaround,
+}
+
+/// The domain's CPU budget (v1 cpu cgroup, CFS bandwidth).
+#[derive(Debug, Clone, Serialize)]
+pub struct CpuBudget {
+    /// Cores of this host.
+    pub cores: f64,
+    /// cpu.cfs_quota_us.
+    pub quota_us: u64,
+    /// cpu.cfs_period_us.
+    pub period_us: u64,
+    /// cpu.shares (weight against the host's other work).
+    pub shares: u64,
+}
+
+/// What the report records about the testbed itself (`extra.testbed`).
+#[derive(Debug, Clone, Serialize)]
+pub struct TestbedInfo {
+    /// `--scale`.
+    pub scale: f64,
+    /// The device preset.
+    pub preset: crate::device::Preset,
+    /// The domain's memory limit, bytes.
+    pub app_memory_bytes: u64,
+    /// zram disk size, bytes.
+    pub zram_disksize_bytes: u64,
+    /// zram's pool cap, bytes.
+    pub zram_mem_limit_bytes: u64,
+    /// M_p at this scale, bytes.
+    pub preload_budget_bytes: u64,
+    /// The storage image, bytes.
+    pub image_bytes: u64,
+    /// The storage device (one for the whole domain) and how it is made.
+    pub storage: StorageInfo,
+    /// The storage measured inside the domain, one reader.
+    pub calibration_bytes_per_sec: Vec<CurvePoint>,
+    /// Two readers in different leaves at once.
+    pub concurrent_read_bytes_per_sec: Option<crate::prepare::ConcurrentRead>,
+    /// The domain's CPU budget.
+    pub cpu_budget: CpuBudget,
+    /// How the profiles were made (`recorded` or `from-spec`).
+    pub profiles: &'static str,
+    /// Repetitions of each policy.
+    pub repetitions: u32,
+    /// The target apps.
+    pub targets: Vec<String>,
+    /// How cold launches are made cold.
+    pub cache_drop: &'static str,
+    /// The host kernel release.
+    pub kernel: String,
+    /// CPUs of the host.
+    pub cpus: usize,
+}
 
 fn median_u64(mut v: Vec<u64>) -> u64 {
     if v.is_empty() {
@@ -24,13 +90,17 @@ fn counted(m: &Measurement, scenario: Scenario) -> Vec<f64> {
     m.launches
         .iter()
         .filter(|l| l.ready)
-        .filter(|l| match (scenario, l.kind) {
-            (_, LaunchKind::Oracle) => true,
-            (Scenario::Multitask, k) => k == LaunchKind::ColdRelaunch,
-            (_, k) => k == LaunchKind::Cold || k == LaunchKind::ColdRelaunch,
+        .filter(|l| match scenario {
+            _ if l.oracle => true,
+            Scenario::Multitask => is_cold_relaunch(l),
+            _ => l.kind == LaunchKind::Cold,
         })
         .map(|l| l.ms)
         .collect()
+}
+
+fn is_cold_relaunch(l: &LaunchRecord) -> bool {
+    l.kind == LaunchKind::Cold && l.after_kill
 }
 
 /// Builds the report of one scenario. `policies` gives the row order;
@@ -54,7 +124,7 @@ pub fn build(
         }
         let ok: Vec<&&Measurement> = mine.iter().filter(|m| m.error.is_none()).collect();
         let samples: Vec<f64> = ok.iter().flat_map(|m| counted(m, scenario)).collect();
-        let all: Vec<&crate::run::LaunchRecord> = ok.iter().flat_map(|m| &m.launches).collect();
+        let all: Vec<&LaunchRecord> = ok.iter().flat_map(|m| &m.launches).collect();
         let under_1s = if samples.is_empty() {
             0.0
         } else {
@@ -67,18 +137,13 @@ pub fn build(
         let n = ok.len().max(1) as u64;
         let cold_relaunches = median_u64(
             ok.iter()
-                .map(|m| {
-                    m.launches
-                        .iter()
-                        .filter(|l| l.kind == LaunchKind::ColdRelaunch)
-                        .count() as u64
-                })
+                .map(|m| m.launches.iter().filter(|l| is_cold_relaunch(l)).count() as u64)
                 .collect(),
         );
         let mut per_app: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
         for m in &ok {
             for l in m.launches.iter().filter(|l| l.ready) {
-                if l.kind != LaunchKind::Switch || scenario == Scenario::Multitask {
+                if l.kind == LaunchKind::Cold || scenario == Scenario::Multitask {
                     per_app.entry(l.app.as_str()).or_default().push(l.ms);
                 }
             }
@@ -93,7 +158,7 @@ pub fn build(
             .collect();
         let switches: Vec<f64> = all
             .iter()
-            .filter(|l| l.ready && l.kind == LaunchKind::Switch)
+            .filter(|l| l.ready && l.kind != LaunchKind::Cold)
             .map(|l| l.ms)
             .collect();
         let relaunch_all: Vec<f64> = all.iter().filter(|l| l.ready).map(|l| l.ms).collect();
@@ -114,6 +179,18 @@ pub fn build(
             "died_before_ready".into(),
             json!(all.iter().filter(|l| l.died.is_some()).count()),
         );
+        let at: Vec<crate::run::AtLaunch> = ok.iter().filter_map(|m| m.at_launch).collect();
+        if !at.is_empty() {
+            extra.insert(
+                "at_target_launch".into(),
+                json!({
+                    "free_bytes_median": median_u64(at.iter().map(|a| a.free_bytes).collect()),
+                    "own_file_refault_pages_median": median_u64(at.iter().map(|a| a.own_file_refault_pages).collect()),
+                    "read_bytes_median": median_u64(at.iter().map(|a| a.read_bytes).collect()),
+                    "per_rep": at,
+                }),
+            );
+        }
         extra.insert(
             "foreground_killed".into(),
             json!(ok.iter().filter(|m| m.foreground_killed).count()),
@@ -151,11 +228,11 @@ pub fn build(
         }
         extra.insert(
             "zram_orig_bytes_max".into(),
-            json!(ok.iter().map(|m| m.zram.0).max().unwrap_or(0)),
+            json!(ok.iter().map(|m| m.zram.orig_data_bytes).max().unwrap_or(0)),
         );
         extra.insert(
             "zram_pool_bytes_max".into(),
-            json!(ok.iter().map(|m| m.zram.1).max().unwrap_or(0)),
+            json!(ok.iter().map(|m| m.zram.pool_bytes).max().unwrap_or(0)),
         );
         if !switches.is_empty() {
             extra.insert(
@@ -298,32 +375,50 @@ pub fn table(r: &RunReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::LaunchRecord;
 
-    fn rec(app: &str, ms: f64, kind: LaunchKind) -> LaunchRecord {
+    /// How a test launch came about.
+    #[derive(Clone, Copy)]
+    enum How {
+        Cold,
+        ColdRelaunch,
+        Switch,
+        Oracle,
+    }
+
+    fn rec(app: &str, ms: f64, how: How) -> LaunchRecord {
         LaunchRecord {
             app: app.into(),
             ms,
-            kind,
+            kind: match how {
+                How::Switch => LaunchKind::Warm,
+                _ => LaunchKind::Cold,
+            },
+            after_kill: matches!(how, How::ColdRelaunch),
+            oracle: matches!(how, How::Oracle),
             ready: true,
             timed_out: false,
             died: None,
         }
     }
 
-    fn m(p: Policy, rep: u32, ms: f64, kind: LaunchKind) -> Measurement {
+    fn m(p: Policy, rep: u32, ms: f64, how: How) -> Measurement {
         Measurement {
+            scenario: Scenario::High,
             policy: p,
             rep,
-            launches: vec![rec("llm", ms, kind)],
-            load_launches: vec![rec("chat", 10.0, LaunchKind::Cold)],
+            launches: vec![rec("llm", ms, how)],
+            load_launches: vec![rec("chat", 10.0, How::Cold)],
             delta: Delta::default(),
             killed: vec!["chat".into()],
             foreground_killed: false,
             survivors: 4,
             preload_peak_bytes: 7,
             daemon_standby_peak_bytes: None,
-            zram: (1, 2),
+            zram: crate::live::ZramStats {
+                orig_data_bytes: 1,
+                pool_bytes: 2,
+            },
+            at_launch: None,
             timeline: vec![],
             error: None,
         }
@@ -332,10 +427,10 @@ mod tests {
     #[test]
     fn report_has_oracle_row_ratios_and_stats() {
         let ms = vec![
-            m(Policy::named("stock"), 0, 2000.0, LaunchKind::Cold),
-            m(Policy::Oracle, 0, 500.0, LaunchKind::Oracle),
-            m(Policy::named("stock"), 1, 3000.0, LaunchKind::Cold),
-            m(Policy::Oracle, 1, 600.0, LaunchKind::Oracle),
+            m(Policy::named("stock"), 0, 2000.0, How::Cold),
+            m(Policy::Oracle, 0, 500.0, How::Oracle),
+            m(Policy::named("stock"), 1, 3000.0, How::Cold),
+            m(Policy::Oracle, 1, 600.0, How::Oracle),
         ];
         let mut skipped = BTreeMap::new();
         skipped.insert("appflow".to_string(), "daemon missing".to_string());
@@ -372,8 +467,8 @@ mod tests {
 
     #[test]
     fn multitask_counts_cold_relaunches_only() {
-        let mut a = m(Policy::named("stock"), 0, 900.0, LaunchKind::ColdRelaunch);
-        a.launches.push(rec("chat", 50.0, LaunchKind::Switch));
+        let mut a = m(Policy::named("stock"), 0, 900.0, How::ColdRelaunch);
+        a.launches.push(rec("chat", 50.0, How::Switch));
         let r = build(
             "d",
             Scenario::Multitask,

@@ -12,11 +12,13 @@
 
 use crate::counters::{self, Delta};
 use crate::launch::{Outcome, Proc, Readiness};
-use crate::live::{check_interrupted, sleep_checked, Domain, Leaf};
+use crate::live::{check_interrupted, sleep_checked, Domain, Leaf, ZramStats};
 use crate::policy::{Daemon, DaemonSetup, Policy};
 use crate::spec::{AppBody, AppClass, AppSpec, Ready};
 use crate::synth::{self, Layout};
 use anyhow::{Context, Result};
+use appflow_core::report::LaunchKind;
+pub use appflow_sim::trace::{EventKind, TraceEvent};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -34,6 +36,9 @@ pub const BACKGROUND_ADJ: i32 = 900;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scenario {
+    /// Target cold launch with no background load (the baseline of the
+    /// load slowdown, seed 000 Fig. 4).
+    Idle,
     /// Target cold launch with 5 small apps in the background.
     Low,
     /// ... with up to 15 small apps.
@@ -50,6 +55,7 @@ impl Scenario {
     /// Name.
     pub fn name(self) -> &'static str {
         match self {
+            Scenario::Idle => "idle",
             Scenario::Low => "low",
             Scenario::Medium => "medium",
             Scenario::High => "high",
@@ -57,9 +63,17 @@ impl Scenario {
             Scenario::Trace => "trace",
         }
     }
+    /// Whether it is a target cold launch under a load (low/medium/high).
+    pub fn has_target(self) -> bool {
+        matches!(
+            self,
+            Scenario::Idle | Scenario::Low | Scenario::Medium | Scenario::High
+        )
+    }
     /// Parses a name.
     pub fn parse(s: &str) -> Option<Self> {
         [
+            Scenario::Idle,
             Scenario::Low,
             Scenario::Medium,
             Scenario::High,
@@ -81,6 +95,8 @@ pub struct App {
     pub spec_file: PathBuf,
     /// Its leaf cgroups.
     pub leaf: Leaf,
+    /// Files of a command app installed on the device (as the domain sees them).
+    pub installed: Vec<PathBuf>,
 }
 
 impl App {
@@ -101,7 +117,11 @@ impl App {
                 "--scale".into(),
                 scale.to_string(),
             ],
-            AppBody::Command(c) => c.argv.clone(),
+            AppBody::Command(c) => {
+                let home = root.join("apps").join(&self.spec.name);
+                let home = home.to_string_lossy();
+                c.argv.iter().map(|a| a.replace("{root}", &home)).collect()
+            }
         }
     }
     /// How its readiness is seen.
@@ -126,9 +146,13 @@ impl App {
             AppBody::Command(c) => Duration::from_millis(c.timeout_ms),
         }
     }
-    /// Files of the app the testbed knows (synthetic apps).
+    /// Files of the app on the device (a synthetic app's, or what a command
+    /// app installed).
     pub fn paths(&self) -> Vec<PathBuf> {
-        self.layout.as_ref().map(|l| l.paths()).unwrap_or_default()
+        match &self.layout {
+            Some(l) => l.paths(),
+            None => self.installed.clone(),
+        }
     }
 }
 
@@ -169,27 +193,18 @@ impl Bed {
     }
 
     fn sample(&self) -> counters::Sample {
-        counters::sample(
+        let mut s = counters::sample(
             &self.domain.roots.proc_root,
             &self.domain.roots.mem_root(),
             &self.domain.roots.blkio_root(),
             &self.domain.loop_majmin,
-        )
+        );
+        // The domain reads through the flash device, not from the loop device.
+        let st = self.domain.flash_stats();
+        s.read_bytes = st.bytes();
+        s.read_ios = st.requests.load(std::sync::atomic::Ordering::Relaxed);
+        s
     }
-}
-
-/// What kind of launch it was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LaunchKind {
-    /// First launch of the app in the session.
-    Cold,
-    /// The app had been running in this session and was killed.
-    ColdRelaunch,
-    /// The app was alive: a switch to it (warm or hot).
-    Switch,
-    /// Oracle: files cached, nothing else running.
-    Oracle,
 }
 
 /// One launch.
@@ -199,14 +214,33 @@ pub struct LaunchRecord {
     pub app: String,
     /// Exec (or switch request) to readiness, ms (to the timeout when timed out).
     pub ms: f64,
-    /// Kind.
+    /// Cold, warm or hot (a switch to a live app is warm or hot).
     pub kind: LaunchKind,
+    /// A cold launch of an app that had been running in this session and
+    /// was killed (a cold relaunch).
+    pub after_kill: bool,
+    /// The oracle's launch: its files cached, nothing else running.
+    pub oracle: bool,
     /// Reached readiness.
     pub ready: bool,
     /// Timed out.
     pub timed_out: bool,
     /// Died before readiness (how), if so.
     pub died: Option<String>,
+}
+
+/// The domain around the target's cold launch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct AtLaunch {
+    /// Memory free in the domain just before the launch: the limit minus
+    /// memory.usage_in_bytes.
+    pub free_bytes: u64,
+    /// Pages of the target's own files (its leaf's memory.stat
+    /// workingset_refault_file) re-read during the launch after reclaim had
+    /// evicted them (seed 000 Fig. 8b).
+    pub own_file_refault_pages: u64,
+    /// Bytes the flash device served during the launch.
+    pub read_bytes: u64,
 }
 
 /// One timeline point (sampled every 50 ms during a target launch).
@@ -233,6 +267,8 @@ pub struct TimelinePoint {
 /// One session's results.
 #[derive(Debug, Clone, Serialize)]
 pub struct Measurement {
+    /// Scenario.
+    pub scenario: Scenario,
     /// Policy.
     pub policy: Policy,
     /// Repetition.
@@ -254,17 +290,30 @@ pub struct Measurement {
     pub preload_peak_bytes: u64,
     /// Peak standby bytes the daemon reports holding (status `preload.standby_bytes`).
     pub daemon_standby_peak_bytes: Option<u64>,
-    /// zram: (original bytes, compressed pool bytes) at the end of the load.
-    pub zram: (u64, u64),
+    /// zram at the end of the load.
+    pub zram: ZramStats,
+    /// The domain at the target's launch (target-launch scenarios).
+    pub at_launch: Option<AtLaunch>,
     /// Timeline of one target launch.
     pub timeline: Vec<TimelinePoint>,
     /// Why the session did not run, if it did not.
     pub error: Option<String>,
 }
 
-/// What a session ends with: counter deltas, apps killed externally,
-/// foreground killed, mincore preload peak, daemon-reported standby peak.
-pub type SessionEnd = (Delta, Vec<String>, bool, u64, Option<u64>);
+/// What a session ends with.
+#[derive(Debug, Clone)]
+pub struct SessionEnd {
+    /// Kernel counter deltas over the session.
+    pub delta: Delta,
+    /// Apps killed by someone other than the testbed.
+    pub killed: Vec<String>,
+    /// The foreground app was killed at some point.
+    pub foreground_killed: bool,
+    /// Peak resident bytes of apps not launched yet (mincore).
+    pub preload_peak_bytes: u64,
+    /// Peak standby bytes the daemon reported.
+    pub daemon_standby_peak_bytes: Option<u64>,
+}
 
 /// A session: one policy, one repetition.
 pub struct Session<'a> {
@@ -308,7 +357,13 @@ impl<'a> Session<'a> {
                 .bed
                 .log_dir
                 .join(format!("daemon-{}-{label}.log", policy.name()));
-            let d = Daemon::start(&s.bed.binary, &cfg, &s.bed.daemon.socket(), &log)?;
+            let d = Daemon::start(
+                &s.bed.binary,
+                &cfg,
+                &s.bed.daemon.socket(),
+                &log,
+                &s.bed.domain.roots.cpu_root(),
+            )?;
             s.daemon_res = s.bed.domain.track_process(d.pid())?;
             s.daemon = Some(d);
         }
@@ -389,15 +444,11 @@ impl<'a> Session<'a> {
             if let Some(d) = &self.daemon {
                 d.notify("foreground", app, Some(pid));
             }
+            let kind = self.switch_kind(app)?;
             let p = self.procs.get_mut(app).expect("alive");
             let (o, ms) = p.switch_to(timeout)?;
-            (o, ms, LaunchKind::Switch)
+            (o, ms, kind)
         } else {
-            let kind = if self.ever.contains(app) {
-                LaunchKind::ColdRelaunch
-            } else {
-                LaunchKind::Cold
-            };
             self.procs.remove(app);
             self.checkpoint_preload();
             let a = self.bed.app(app)?;
@@ -415,14 +466,15 @@ impl<'a> Session<'a> {
             self.notify("launch", app, Some(p.pid));
             let (o, ms) = p.wait_ready(&readiness, t0, timeout);
             self.procs.insert(app.to_string(), p);
-            (o, ms, kind)
+            (o, ms, LaunchKind::Cold)
         };
+        let after_kill = kind == LaunchKind::Cold && self.ever.contains(app);
         if let (Some(s), Some(tl)) = (sampler, timeline) {
             *tl = s.stop();
         }
         if outcome == Outcome::Ready {
             let pid = self.procs.get(app).map(|p| p.pid);
-            if kind != LaunchKind::Switch {
+            if kind == LaunchKind::Cold {
                 self.notify("launched", app, pid);
                 self.notify("foreground", app, pid);
             }
@@ -439,6 +491,8 @@ impl<'a> Session<'a> {
             app: app.to_string(),
             ms,
             kind,
+            after_kill,
+            oracle: false,
             ready: outcome == Outcome::Ready,
             timed_out: outcome == Outcome::TimedOut,
             died: match outcome {
@@ -446,6 +500,52 @@ impl<'a> Session<'a> {
                 _ => None,
             },
         })
+    }
+
+    /// The domain's free memory, the `app` leaf's file re-faults and the
+    /// device's bytes now (deltas make [`AtLaunch`]).
+    fn launch_probe(&self, app: &str) -> Result<AtLaunch> {
+        let a = self.bed.app(app)?;
+        let rd = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+        let mem = self.bed.domain.roots.mem_root();
+        let usage: u64 = rd(mem.join("memory.usage_in_bytes"))
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        let leaf = counters::parse_kv(&rd(a.leaf.mem.join("memory.stat")));
+        Ok(AtLaunch {
+            free_bytes: self
+                .bed
+                .domain
+                .device
+                .app_memory_bytes
+                .saturating_sub(usage),
+            own_file_refault_pages: leaf.get("workingset_refault_file").copied().unwrap_or(0),
+            read_bytes: self.bed.domain.flash_stats().bytes(),
+        })
+    }
+
+    /// Warm or hot: what of a live app is gone just before a switch to it
+    /// (its swapped-out share of anonymous memory, from its leaf's
+    /// memory.stat, and the share of its launch file bytes no longer cached).
+    fn switch_kind(&self, app: &str) -> Result<LaunchKind> {
+        let a = self.bed.app(app)?;
+        let stat = counters::parse_kv(
+            &std::fs::read_to_string(a.leaf.mem.join("memory.stat")).unwrap_or_default(),
+        );
+        let (swap, rss) = (
+            stat.get("swap").copied().unwrap_or(0),
+            stat.get("rss").copied().unwrap_or(0),
+        );
+        let swapped = swap as f64 / (swap + rss).max(1) as f64;
+        let gone = match &a.layout {
+            Some(l) => {
+                let cached: u64 = l.paths().iter().map(|p| synth::resident_bytes(p)).sum();
+                1.0 - (cached as f64 / l.launch_file_bytes().max(1) as f64).min(1.0)
+            }
+            None => 0.0,
+        };
+        Ok(LaunchKind::classify(true, swapped, gone))
     }
 
     /// The oracle launch: one launch to cache the files, stop, then the
@@ -457,7 +557,7 @@ impl<'a> Session<'a> {
         }
         self.fg = None;
         let mut r = self.launch(app, None)?;
-        r.kind = LaunchKind::Oracle;
+        r.oracle = true;
         if let Some(mut p) = self.procs.remove(app) {
             p.stop();
         }
@@ -491,7 +591,7 @@ impl<'a> Session<'a> {
     }
 
     /// zram statistics now.
-    pub fn zram(&self) -> (u64, u64) {
+    pub fn zram(&self) -> ZramStats {
         self.bed.domain.zram_stats()
     }
 
@@ -515,13 +615,13 @@ impl<'a> Session<'a> {
         for (_, mut p) in std::mem::take(&mut self.procs) {
             p.stop();
         }
-        Ok((
+        Ok(SessionEnd {
             delta,
-            self.killed.clone(),
-            self.fg_killed,
-            self.preload_peak,
-            self.daemon_standby_peak,
-        ))
+            killed: self.killed.clone(),
+            foreground_killed: self.fg_killed,
+            preload_peak_bytes: self.preload_peak,
+            daemon_standby_peak_bytes: self.daemon_standby_peak,
+        })
     }
 }
 
@@ -536,16 +636,12 @@ impl Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
         let mem = bed.domain.roots.mem_root();
-        let blk = bed.domain.roots.blkio_root();
-        let majmin = bed.domain.loop_majmin.clone();
+        let flash = bed.domain.flash_stats();
         let socket = with_daemon.then(|| bed.daemon.socket());
         let handle = std::thread::spawn(move || {
             let t0 = Instant::now();
             let rd = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
-            let read0 = counters::parse_blkio_reads(
-                &rd(blk.join("blkio.throttle.io_service_bytes_recursive")),
-                &majmin,
-            );
+            let read0 = flash.bytes();
             let mut out = Vec::new();
             let mut k = 0u64;
             loop {
@@ -564,11 +660,7 @@ impl Sampler {
                     cache_bytes: g("total_cache"),
                     rss_bytes: g("total_rss"),
                     swap_bytes: g("total_swap"),
-                    read_bytes: counters::parse_blkio_reads(
-                        &rd(blk.join("blkio.throttle.io_service_bytes_recursive")),
-                        &majmin,
-                    )
-                    .saturating_sub(read0),
+                    read_bytes: flash.bytes().saturating_sub(read0),
                     swappiness: rd(mem.join("memory.swappiness"))
                         .trim()
                         .parse()
@@ -639,6 +731,7 @@ pub fn background_of(apps: &[(&str, AppClass)], scenario: Scenario, target: &str
     };
     let (small, gb) = (of(AppClass::Small), of(AppClass::Gb));
     let (n_small, n_gb) = match scenario {
+        Scenario::Idle => (0, 0),
         Scenario::Low => (5, 0),
         Scenario::Medium => (15, 0),
         Scenario::High => (15, 2),
@@ -683,8 +776,10 @@ pub fn multitask_order_of(apps: &[(&str, AppClass)]) -> Vec<String> {
     out
 }
 
-fn measurement(policy: Policy, rep: u32) -> Measurement {
+/// An empty measurement of one session (filled in as it runs).
+pub fn measurement(policy: Policy, scenario: Scenario, rep: u32) -> Measurement {
     Measurement {
+        scenario,
         policy,
         rep,
         launches: Vec::new(),
@@ -695,19 +790,20 @@ fn measurement(policy: Policy, rep: u32) -> Measurement {
         survivors: 0,
         preload_peak_bytes: 0,
         daemon_standby_peak_bytes: None,
-        zram: (0, 0),
+        zram: ZramStats::default(),
+        at_launch: None,
         timeline: Vec::new(),
         error: None,
     }
 }
 
 fn finish(m: &mut Measurement, s: Session<'_>) -> Result<()> {
-    let (delta, killed, fg, peak, dpeak) = s.end()?;
-    m.daemon_standby_peak_bytes = dpeak;
-    m.delta = delta;
-    m.killed = killed;
-    m.foreground_killed = fg;
-    m.preload_peak_bytes = peak;
+    let end = s.end()?;
+    m.daemon_standby_peak_bytes = end.daemon_standby_peak_bytes;
+    m.delta = end.delta;
+    m.killed = end.killed;
+    m.foreground_killed = end.foreground_killed;
+    m.preload_peak_bytes = end.preload_peak_bytes;
     Ok(())
 }
 
@@ -719,7 +815,7 @@ pub fn run_target(
     target: &str,
     rep: u32,
 ) -> Result<Measurement> {
-    let mut m = measurement(policy, rep);
+    let mut m = measurement(policy, scenario, rep);
     let label = format!("{}-{target}-r{rep}", scenario.name());
     let bg = background(&bed.apps, scenario, target);
     let settle = bed.settle;
@@ -733,8 +829,17 @@ pub fn run_target(
         s.settle(settle)?;
         m.zram = s.zram();
         s.checkpoint_preload();
+        let before = s.launch_probe(target)?;
         let mut tl = Vec::new();
         m.launches.push(s.launch(target, Some(&mut tl))?);
+        let after = s.launch_probe(target)?;
+        m.at_launch = Some(AtLaunch {
+            free_bytes: before.free_bytes,
+            own_file_refault_pages: after
+                .own_file_refault_pages
+                .saturating_sub(before.own_file_refault_pages),
+            read_bytes: after.read_bytes.saturating_sub(before.read_bytes),
+        });
         m.timeline = tl;
         // Background apps (the load) still alive after the target launched.
         m.survivors = s.alive_background();
@@ -746,7 +851,7 @@ pub fn run_target(
 /// Multitask rounds: every app launched in order, then again; the second
 /// round is measured (switches to survivors, cold relaunches of the killed).
 pub fn run_multitask(bed: &mut Bed, policy: Policy, rep: u32) -> Result<Measurement> {
-    let mut m = measurement(policy, rep);
+    let mut m = measurement(policy, Scenario::Multitask, rep);
     let order = multitask_order(&bed.apps);
     let mut s = Session::begin(bed, policy, &format!("multitask-r{rep}"))?;
     if policy == Policy::Oracle {
@@ -768,93 +873,21 @@ pub fn run_multitask(bed: &mut Bed, policy: Policy, rep: u32) -> Result<Measurem
     Ok(m)
 }
 
-/// One trace event.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TraceEvent {
-    /// Seconds from the first event.
-    pub t_secs: f64,
-    /// App.
-    pub app: String,
-    /// true: bring to foreground; false: exit.
-    pub foreground: bool,
-}
-
-/// Reads an app-usage trace in the simulator's format (docs/sim.md):
-/// `user,timestamp,app,event` as CSV, or the same columns separated by tabs
-/// (detected from the first line); an optional header; blank lines and `#`
-/// comments skipped; `timestamp` in integer milliseconds since the Unix
-/// epoch, non-decreasing per user; events `open` (aliases `launch`,
-/// `foreground`) bring the app to the foreground, `close` (aliases
-/// `background`, `home`) send it home (nothing to do: the next open
-/// backgrounds it), and the testbed's extension `exit` stops the app.
-/// Keeps `user` (the first user when None).
+/// Reads an app-usage trace with the simulator's reader (format:
+/// `appflow_sim::trace`, docs/sim.md), accepting the testbed's extra event
+/// `exit` (the app is stopped). Keeps `user` (the first user when None) and
+/// its `open` and `exit` events: a `close` (home screen) needs no action,
+/// since the next open backgrounds the app.
 pub fn read_trace(path: &Path, user: Option<&str>) -> Result<Vec<TraceEvent>> {
-    let bad = |m: String| appflow_core::InputError::new(format!("{}: {m}", path.display()));
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read trace: {e}")))?;
-    let mut out = Vec::new();
-    let mut want: Option<String> = user.map(str::to_string);
-    let mut t0: Option<u64> = None;
-    let mut last: Option<u64> = None;
-    let mut sep: Option<char> = None;
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        let l = raw.trim();
-        if l.is_empty() || l.starts_with('#') {
-            continue;
-        }
-        let sp = *sep.get_or_insert(if l.contains('\t') { '\t' } else { ',' });
-        let cols: Vec<&str> = l.split(sp).map(str::trim).collect();
-        if cols.len() != 4 {
-            return Err(bad(format!(
-                "line {line}: expected 4 columns user,timestamp,app,event, found {}",
-                cols.len()
-            ))
-            .into());
-        }
-        if cols == ["user", "timestamp", "app", "event"] {
-            continue;
-        }
-        let (u, ts, app, ev) = (cols[0], cols[1], cols[2], cols[3]);
-        if u.is_empty() {
-            return Err(bad(format!("line {line}: field `user` is empty")).into());
-        }
-        if want.is_none() {
-            want = Some(u.to_string());
-        }
-        if Some(u) != want.as_deref() {
-            continue;
-        }
-        let t: u64 = ts.parse().map_err(|_| {
-            bad(format!(
-                "line {line}: field `timestamp`: {ts:?} is not integer milliseconds since the Unix epoch"
-            ))
-        })?;
-        if last.is_some_and(|p| t < p) {
-            return Err(bad(format!("line {line}: field `timestamp` goes backwards")).into());
-        }
-        last = Some(t);
-        let fg = match ev {
-            "open" | "launch" | "foreground" => true,
-            "exit" => false,
-            "close" | "background" | "home" => continue,
-            other => {
-                return Err(bad(format!(
-                    "line {line}: field `event`: unknown event {other:?}; valid events: open, close (and exit)"
-                ))
-                .into())
-            }
-        };
-        if app.is_empty() {
-            return Err(bad(format!("line {line}: field `app` is empty")).into());
-        }
-        let base = *t0.get_or_insert(t);
-        out.push(TraceEvent {
-            t_secs: (t - base) as f64 / 1000.0,
-            app: app.to_string(),
-            foreground: fg,
-        });
-    }
-    Ok(out)
+    let all = appflow_sim::trace::read_events(path, true)?;
+    let want = match user {
+        Some(u) => u.to_string(),
+        None => all.first().map(|e| e.user.clone()).unwrap_or_default(),
+    };
+    Ok(all
+        .into_iter()
+        .filter(|e| e.user == want && e.kind != EventKind::Close)
+        .collect())
 }
 
 /// Maps trace app names onto the bed's apps: an exact (case-insensitive)
@@ -866,7 +899,8 @@ pub fn map_trace_apps(events: &mut [TraceEvent], names: &[String], hash: bool) -
         if let Some(n) = names.iter().find(|n| n.eq_ignore_ascii_case(&e.app)) {
             e.app = n.clone();
         } else if hash && !names.is_empty() {
-            let i = (crate::synth::fnv(&e.app.to_ascii_lowercase()) % names.len() as u64) as usize;
+            let i = (appflow_core::rng::fnv1a(e.app.to_ascii_lowercase().as_bytes())
+                % names.len() as u64) as usize;
             e.app = names[i].clone();
         } else {
             return Err(appflow_core::InputError::new(format!(
@@ -889,26 +923,28 @@ pub fn run_trace(
     compress: f64,
     min_gap: Duration,
 ) -> Result<Measurement> {
-    let mut m = measurement(policy, rep);
+    let mut m = measurement(policy, Scenario::Trace, rep);
     let mut s = Session::begin(bed, policy, &format!("trace-r{rep}"))?;
     if policy == Policy::Oracle {
         let mut seen = BTreeSet::new();
-        for e in events.iter().filter(|e| e.foreground) {
+        for e in events.iter().filter(|e| e.kind == EventKind::Open) {
             if seen.insert(e.app.clone()) {
                 m.launches.push(s.oracle(&e.app)?);
             }
         }
     } else {
         let t0 = Instant::now();
+        let first_ms = events.first().map(|e| e.ts_ms).unwrap_or(0);
         let mut last = Duration::ZERO;
         for e in events {
-            let due = Duration::from_secs_f64(e.t_secs / compress).max(last + min_gap);
+            let t_secs = e.ts_ms.saturating_sub(first_ms) as f64 / 1000.0;
+            let due = Duration::from_secs_f64(t_secs / compress).max(last + min_gap);
             let now = t0.elapsed();
             if due > now {
                 s.settle(due - now)?;
             }
             last = t0.elapsed();
-            if e.foreground {
+            if e.kind == EventKind::Open {
                 m.launches.push(s.launch(&e.app, None)?);
             } else {
                 s.exit_app(&e.app);
@@ -936,15 +972,16 @@ mod tests {
         .unwrap();
         let mut ev = read_trace(&p, None).unwrap();
         assert_eq!(ev.len(), 3);
-        assert_eq!(ev[1].t_secs, 60.5);
-        assert!(!ev[2].foreground);
+        assert_eq!(ev[1].ts_ms - ev[0].ts_ms, 60_500);
+        assert_eq!(ev[2].kind, EventKind::Exit);
         assert_eq!(read_trace(&p, Some("u2")).unwrap().len(), 1);
         map_trace_apps(&mut ev, &["llm".into(), "chat".into()], false).unwrap();
         assert_eq!(ev[1].app, "chat");
         let mut other = vec![TraceEvent {
-            t_secs: 0.0,
+            user: "u".into(),
+            ts_ms: 0,
             app: "TikTok".into(),
-            foreground: true,
+            kind: EventKind::Open,
         }];
         assert!(map_trace_apps(&mut other.clone(), &["llm".into()], false).is_err());
         map_trace_apps(&mut other, &["llm".into(), "chat".into()], true).unwrap();
@@ -954,15 +991,12 @@ mod tests {
         assert_eq!(read_trace(&tsv, None).unwrap()[0].app, "TikTok");
         std::fs::write(&p, "user,timestamp,app,event\nu1,x,llm,open\n").unwrap();
         let e = read_trace(&p, None).unwrap_err().to_string();
-        assert!(
-            e.contains("timestamp") && e.contains("t.csv") && e.contains("line 2"),
-            "{e}"
-        );
+        assert!(e.contains("timestamp") && e.contains("t.csv:2"), "{e}");
         std::fs::write(&p, "u1,5,llm,open\nu1,4,llm,open\n").unwrap();
         assert!(read_trace(&p, None)
             .unwrap_err()
             .to_string()
-            .contains("backwards"));
+            .contains("goes back in time"));
         std::fs::write(&p, "u1,1,llm,jump\n").unwrap();
         assert!(read_trace(&p, None)
             .unwrap_err()

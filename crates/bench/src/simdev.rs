@@ -8,19 +8,27 @@
 //! its limit), zram with its disk size and pool cap (the pool is not charged
 //! to the cgroup), the blkio bandwidth and IOPS caps, the scaled preload
 //! budget, and the synthetic apps at the run's scale with the scenario lists
-//! and waits the testbed uses. Pure: the caller writes the text.
+//! and waits the testbed uses, serialised with the simulator's own
+//! `appflow_sim::devfile` types. Pure: the caller writes the text.
 
-use crate::cli::BenchOptions;
+use crate::options::BenchOptions;
 use crate::run::{background_of, multitask_order_of, Scenario};
-use crate::spec::AppClass;
+use crate::spec::{AppClass, AppSpec, SyntheticSpec};
 use crate::synth::{Layout, Op};
+use appflow_core::storage::CurvePoint;
 use appflow_core::MIB;
-use std::fmt::Write as _;
+use appflow_sim::devfile::{
+    AppEntry, DeviceFile, DeviceSection, PointEntry, StorageSection, WorkloadSection,
+};
 use std::path::Path;
 
 /// Files at or above this size are "large" in the simulator (its small
 /// files hold at most 31 pages).
 const SIM_SMALL_MAX_BYTES: u64 = 124 * 1024;
+
+/// Block sizes of the emitted storage curve, KiB: the flash model's
+/// throughput for one reader at each (what the simulator's curve means).
+const SIM_CURVE_BLOCKS_KIB: &[u64] = &[4, 16, 64, 128, 256, 512, 1024, 2048];
 
 /// zram compression cost on the testbed host, ms per MiB (1 ms/MiB ≈ 1 GB/s,
 /// lzo-rle on one x86 core; a phone's is 12.5, seed 001's < 80 MB/s).
@@ -35,8 +43,8 @@ pub const HOST_FILE_DROP_MS_PER_MIB: f64 = 0.2;
 /// What a finished run measured that the device file records.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Measured {
-    /// The in-domain O_DIRECT calibration: (block bytes, bytes/s).
-    pub calibration: Vec<(u64, f64)>,
+    /// The in-domain O_DIRECT calibration.
+    pub calibration: Vec<CurvePoint>,
     /// zram compression ratio measured under `stock` (original / pool
     /// bytes after the load), if any session swapped.
     pub stock_zram_ratio: Option<f64>,
@@ -46,212 +54,216 @@ fn mib(b: u64) -> f64 {
     b as f64 / MIB as f64
 }
 
-fn list(names: &[String]) -> String {
-    let q: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
-    format!("[{}]", q.join(", "))
-}
-
-/// The device file of a run (`appflow bench --emit-sim-device`).
-pub fn sim_device_toml(o: &BenchOptions, measured: &Measured) -> String {
+/// The header of an emitted file: what it is, how to run it, and where its
+/// values come from (the TOML body carries no comments).
+fn header(o: &BenchOptions, measured: &Measured) -> String {
     let d = &o.device;
-    let p = &d.preset;
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
+    let mut t = format!(
         "# appflow sim device file: the appflow bench domain `{}` at --scale {}.\n\
          # Written by `appflow bench --emit-sim-device`; run it with\n\
          #   appflow sim --device-file THIS.toml --workload high --policy android,paralfetch,appflow,appflow-sfp,appflow-amr,appflow-cpk\n\
          # Bench policy -> sim policy: stock -> android, prefetch -> paralfetch, appflow -> appflow,\n\
          # appflow-sfp/-amr/-cpk -> appflow-sfp/-amr/-cpk (preload-all, lru-killer, oracle have no sim row).\n\
-         # Format: docs/simdev.md (\"Device and app files\").",
-        p.name, d.scale
+         # Format: docs/simdev.md (\"Device and app files\").\n\
+         #\n\
+         # dram_mib is the domain's memory.limit_in_bytes; reserved_mib 0 (the cgroup holds only the\n\
+         # apps and the preload worker); zram_pool_cap_mib is zram's mem_limit; the pool is not charged\n\
+         # to the memory cgroup (zram_pool_in_dram = false); zram_ratio is {}.\n\
+         # No watermarks: a memory cgroup has no kswapd, every allocation at the limit reclaims directly.\n\
+         # One direct-reclaim thread: a synthetic app launches on one thread. cpu_scale 1: the synthetic\n\
+         # apps burn their cpu_ms as thread CPU time; cpu_scale is 1 / the domain's CPU budget in cores.\n\
+         # Reclaim costs are this host's (x86, zram lzo-rle) divided by the CPU budget, checked against\n\
+         # the stock row of the default run (docs/bench.md); their 5:1 ratio is seed 000 §4.3.\n\
+         # The storage curve is the flash device's as the domain measured it (one reader; the model's\n\
+         # latency + size / bandwidth when the run has not measured yet); resume_ms is a tenth of the launch CPU\n\
+         # (a switch re-touches the working set). The workload lists are what the testbed launches\n\
+         # (back to back: use_ms 0; settle_ms is --settle-ms).\n",
+        d.preset.name,
+        d.scale,
+        if measured.stock_zram_ratio.is_some() {
+            "measured under stock (original / pool bytes after the load)"
+        } else {
+            "the synthetic anon's (1/4 of each page random, about 3:1)"
+        },
     );
-    let base = if p.name.starts_with("headunit") {
-        "headunit-4gb"
-    } else {
-        "pixel8-6gb"
-    };
-    let ratio = measured.stock_zram_ratio.unwrap_or(3.0);
-    let _ = writeln!(t, "\n[device]");
-    let _ = writeln!(t, "name = \"bench-{}-x{}\"", p.name, d.scale);
-    let _ = writeln!(
-        t,
-        "description = {:?}",
-        format!(
-            "appflow bench domain: {} at scale {} (memory cgroup {:.0} MiB, zram {:.0} MiB, {} MiB/s, {} IOPS)",
+    if !measured.calibration.is_empty() {
+        t.push_str(
+            "# Measured in the domain by this run (O_DIRECT, random offsets), the storage curve below:\n",
+        );
+        for c in &measured.calibration {
+            t.push_str(&format!(
+                "#   {:>5} KiB  {:.1} MiB/s\n",
+                c.block_bytes / 1024,
+                c.bytes_per_sec / MIB as f64
+            ));
+        }
+    }
+    for s in o.apps.iter().filter(|s| s.synthetic().is_none()) {
+        t.push_str(&format!(
+            "# App {:?} is a command line: the simulator cannot model it; left out.\n",
+            s.name
+        ));
+    }
+    t
+}
+
+fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
+    let d = &o.device;
+    let p = &d.preset;
+    DeviceSection {
+        name: format!("bench-{}-x{}", p.name, d.scale),
+        description: Some(format!(
+            "appflow bench domain: {} at scale {} (memory cgroup {:.0} MiB, zram {:.0} MiB, flash {:.0} MB/s + {:.0} us/request, {} core(s))",
             p.about,
             d.scale,
             mib(d.app_memory_bytes),
             mib(d.zram_disksize_bytes),
-            p.read_bps / MIB,
-            p.read_iops
-        )
-    );
-    let _ = writeln!(
-        t,
-        "base = \"{base}\"  # reclaim and zram CPU costs come from this preset"
-    );
-    let _ = writeln!(
-        t,
-        "dram_mib = {}  # the domain's memory.limit_in_bytes",
-        mib(d.app_memory_bytes)
-    );
-    let _ = writeln!(
-        t,
-        "reserved_mib = 0  # the cgroup holds only the apps and the preload worker"
-    );
-    let _ = writeln!(t, "zram_disksize_mib = {}", mib(d.zram_disksize_bytes));
-    let _ = writeln!(
-        t,
-        "zram_pool_cap_mib = {}  # zram's mem_limit",
-        mib(d.zram_mem_limit_bytes)
-    );
-    let _ = writeln!(
-        t,
-        "zram_ratio = {:.2}  # {}",
-        ratio,
-        if measured.stock_zram_ratio.is_some() {
-            "measured under stock (original / pool bytes after the load)"
-        } else {
-            "synthetic anon: 1/4 of each page random (about 3:1)"
-        }
-    );
-    let _ = writeln!(
-        t,
-        "zram_pool_in_dram = false  # the pool is not charged to the memory cgroup"
-    );
-    let _ = writeln!(t, "swap_mib = 0");
-    let _ = writeln!(
-        t,
-        "cpu_scale = 1.0  # the synthetic apps burn their cpu_ms as thread CPU time"
-    );
-    let _ = writeln!(
-        t,
-        "wmark_min_mib = 0  # a memory cgroup has no watermarks and no kswapd:\n\
-         wmark_low_mib = 0  #  every allocation at the limit reclaims directly\n\
-         wmark_high_mib = 0"
-    );
-    let _ = writeln!(
-        t,
-        "direct_reclaim_threads = 1.0  # a synthetic app launches on one thread"
-    );
-    let _ = writeln!(
-        t,
-        "# Reclaim CPU costs of this host (x86, zram lzo-rle), not a phone's (12.5 / 2.5),\n\
-         # checked against the stock row of the default run (docs/bench.md); the 5:1 ratio is\n\
-         # seed 000 §4.3 (anonymous page writes 5x slower than dropping file pages).\n\
-         anon_zram_ms_per_mib = {HOST_ANON_ZRAM_MS_PER_MIB}\n\
-         file_drop_ms_per_mib = {HOST_FILE_DROP_MS_PER_MIB}"
-    );
-    let _ = writeln!(t, "readahead_kib = {}", p.read_ahead_kib);
-    let _ = writeln!(
-        t,
-        "preload_budget_mib = {}  # M_p at this scale",
-        mib(d.preload_budget_bytes)
-    );
-    let _ = writeln!(t, "\n[device.storage]  # the blkio throttle on every leaf");
-    let _ = writeln!(t, "read_mib_per_sec = {}", mib(p.read_bps));
-    let _ = writeln!(t, "read_iops = {}", p.read_iops);
-    if !measured.calibration.is_empty() {
-        // Recorded, not used: the short calibration reads vary from run to
-        // run by up to 1.7x at 128 KiB (blk-throttle's first-slice burst).
-        let _ = writeln!(
-            t,
-            "# measured in the domain by this run (O_DIRECT, random offsets; not used: short\n\
-             # reads vary between runs because blk-throttle lets a first slice through):"
-        );
-        for (b, bps) in &measured.calibration {
-            let _ = writeln!(t, "#   {:>5} KiB  {:.1} MiB/s", b / 1024, bps / MIB as f64);
-        }
+            p.flash.bytes_per_sec / 1e6,
+            p.flash.latency_us,
+            p.cpu_cores
+        )),
+        // Reclaim and zram CPU costs not given here come from this preset.
+        base: Some(
+            if p.name.starts_with("headunit") {
+                "headunit-4gb"
+            } else {
+                "pixel8-6gb"
+            }
+            .into(),
+        ),
+        dram_mib: mib(d.app_memory_bytes),
+        reserved_mib: Some(0.0),
+        zram_disksize_mib: Some(mib(d.zram_disksize_bytes)),
+        zram_pool_cap_mib: Some(mib(d.zram_mem_limit_bytes)),
+        zram_ratio: Some(round_to(measured.stock_zram_ratio.unwrap_or(3.0), 2)),
+        zram_pool_in_dram: Some(false),
+        swap_mib: Some(0.0),
+        cpu_scale: Some(round_to(1.0 / p.cpu_cores, 4)),
+        wmark_min_mib: Some(0.0),
+        wmark_low_mib: Some(0.0),
+        wmark_high_mib: Some(0.0),
+        direct_reclaim_threads: Some(1.0),
+        anon_zram_ms_per_mib: Some(round_to(HOST_ANON_ZRAM_MS_PER_MIB / p.cpu_cores, 4)),
+        file_drop_ms_per_mib: Some(round_to(HOST_FILE_DROP_MS_PER_MIB / p.cpu_cores, 4)),
+        readahead_kib: Some(p.read_ahead_kib),
+        preload_budget_mib: Some(mib(d.preload_budget_bytes)),
+        storage: Some(StorageSection {
+            read_mib_per_sec: None,
+            read_iops: None,
+            points: Some(storage_points(p, measured)),
+        }),
+        ..DeviceSection::default()
     }
-    // Apps at the run's scale.
-    let mut synthetic: Vec<(&str, AppClass)> = Vec::new();
-    for s in &o.apps {
-        let Some(syn) = s.synthetic() else {
-            let _ = writeln!(
-                t,
-                "\n# app {:?} is a command line: the simulator cannot model it; left out",
-                s.name
-            );
-            continue;
-        };
-        synthetic.push((s.name.as_str(), s.class));
-        let l = Layout::new(&s.name, syn, d.scale, Path::new("/"));
-        let small: Vec<u64> = l
-            .small
+}
+
+/// The storage curve: what the domain measured, one reader (the device
+/// model plus the host's FUSE round trip per request), when the run
+/// measured it; otherwise the model's own one-reader curve.
+fn storage_points(p: &crate::device::Preset, measured: &Measured) -> Vec<PointEntry> {
+    if measured.calibration.is_empty() {
+        SIM_CURVE_BLOCKS_KIB
             .iter()
-            .map(|f| f.size)
-            .filter(|&b| b < SIM_SMALL_MAX_BYTES)
-            .collect();
-        let big_small = l.small.len() - small.len();
-        let cpu_us: u64 = l
-            .ops
+            .map(|&kib| PointEntry {
+                block_kib: kib as f64,
+                mib_per_sec: round_to(
+                    p.flash.single_reader_bytes_per_sec(kib * 1024) / MIB as f64,
+                    1,
+                ),
+            })
+            .collect()
+    } else {
+        measured
+            .calibration
             .iter()
-            .map(|o| if let Op::Cpu(u) = o { *u } else { 0 })
-            .sum();
-        let file = l.launch_file_bytes();
-        let _ = writeln!(t, "\n[[app]]");
-        let _ = writeln!(t, "name = {:?}", s.name);
-        let _ = writeln!(
-            t,
-            "class = \"{}\"",
-            if s.class == AppClass::Gb { "gb" } else { "low" }
-        );
-        let _ = writeln!(t, "anon_mib = {:.4}", mib(l.anon_bytes()));
-        let _ = writeln!(t, "file_mib = {:.4}", mib(file));
-        if small.is_empty() {
-            // The simulator needs at least one small file: a 4 KiB one.
-            let _ = writeln!(t, "small_files = 1\nsmall_mib = 0.0039");
-        } else {
-            let _ = writeln!(t, "small_files = {}", small.len());
-            let _ = writeln!(t, "small_mib = {:.4}", mib(small.iter().sum()));
-        }
-        let _ = writeln!(t, "large_files = {}", (l.large.len() + big_small).max(1));
-        let _ = writeln!(t, "cpu_init_ms = {:.3}", (cpu_us as f64 / 1000.0).max(1.0));
-        let _ = writeln!(
-            t,
-            "resume_ms = {:.3}  # a switch re-runs a tenth of the launch CPU",
-            cpu_us as f64 / 10_000.0
-        );
-        let _ = writeln!(t, "background_growth = {}", syn.background_growth);
-        let _ = writeln!(t, "growth_ms = {}", syn.growth_ms);
+            .map(|c| PointEntry {
+                block_kib: c.block_bytes as f64 / 1024.0,
+                mib_per_sec: round_to(c.bytes_per_sec / MIB as f64, 1),
+            })
+            .collect()
     }
-    // Workload lists: what run_target and run_multitask launch.
+}
+
+/// `x` rounded to `digits` decimals (keeps the emitted file readable).
+fn round_to(x: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    (x * f).round() / f
+}
+
+fn app_entry(s: &AppSpec, syn: &SyntheticSpec, scale: f64) -> AppEntry {
+    let l = Layout::new(&s.name, syn, scale, Path::new("/"));
+    let small: Vec<u64> = l
+        .small
+        .iter()
+        .map(|f| f.size)
+        .filter(|&b| b < SIM_SMALL_MAX_BYTES)
+        .collect();
+    let big_small = l.small.len() - small.len();
+    let cpu_us: u64 = l
+        .ops
+        .iter()
+        .map(|o| if let Op::Cpu(u) = o { *u } else { 0 })
+        .sum();
+    // The simulator needs at least one small file: a 4 KiB one.
+    let (small_files, small_mib) = if small.is_empty() {
+        (1, 0.0039)
+    } else {
+        (small.len() as u32, round_to(mib(small.iter().sum()), 4))
+    };
+    AppEntry {
+        name: s.name.clone(),
+        class: if s.class == AppClass::Gb { "gb" } else { "low" }.into(),
+        anon_mib: round_to(mib(l.anon_bytes()), 4),
+        file_mib: round_to(mib(l.launch_file_bytes()), 4),
+        small_files: Some(small_files),
+        small_mib: Some(small_mib),
+        large_files: Some((l.large.len() + big_small).max(1) as u32),
+        cpu_init_ms: round_to((cpu_us as f64 / 1000.0).max(1.0), 3),
+        // A switch re-runs a tenth of the launch CPU.
+        resume_ms: Some(round_to(cpu_us as f64 / 10_000.0, 3)),
+        background_growth: Some(syn.background_growth),
+        growth_ms: Some(syn.growth_ms),
+    }
+}
+
+fn workload_section(o: &BenchOptions, synthetic: &[(&str, AppClass)]) -> WorkloadSection {
+    // What run_target and run_multitask launch.
     let targets: Vec<String> = o
         .targets
         .iter()
         .filter(|x| synthetic.iter().any(|s| s.0 == x.as_str()))
         .cloned()
         .collect();
-    let _ = writeln!(t, "\n[workload]");
-    let _ = writeln!(t, "targets = {}", list(&targets));
-    if let Some(first) = targets.first() {
-        for (name, sc) in [
-            ("low", Scenario::Low),
-            ("medium", Scenario::Medium),
-            ("high", Scenario::High),
-        ] {
-            let bg = background_of(&synthetic, sc, first);
-            let differs = targets[1..]
-                .iter()
-                .any(|x| background_of(&synthetic, sc, x) != bg);
-            if differs {
-                let _ = writeln!(
-                    t,
-                    "# the testbed's {name} load differs for other targets; this is {first:?}'s"
-                );
-            }
-            let _ = writeln!(t, "{name} = {}", list(&bg));
+    // The testbed's load may differ for other targets; the file gives the first's.
+    let bg = |sc: Scenario| targets.first().map(|t| background_of(synthetic, sc, t));
+    WorkloadSection {
+        low: bg(Scenario::Low),
+        medium: bg(Scenario::Medium),
+        high: bg(Scenario::High),
+        targets: Some(targets),
+        multitask: Some(multitask_order_of(synthetic)),
+        use_ms: Some(0),
+        settle_ms: Some(o.settle.as_millis() as u64),
+        multitask_use_ms: Some(0),
+    }
+}
+
+/// The device file of a run (`appflow bench --emit-sim-device`), written
+/// with the simulator's own types.
+pub fn sim_device_toml(o: &BenchOptions, measured: &Measured) -> anyhow::Result<String> {
+    let mut synthetic: Vec<(&str, AppClass)> = Vec::new();
+    let mut apps = Vec::new();
+    for s in &o.apps {
+        if let Some(syn) = s.synthetic() {
+            synthetic.push((s.name.as_str(), s.class));
+            apps.push(app_entry(s, syn, o.device.scale));
         }
     }
-    let _ = writeln!(t, "multitask = {}", list(&multitask_order_of(&synthetic)));
-    let _ = writeln!(
-        t,
-        "use_ms = 0  # the testbed launches the load back to back"
-    );
-    let _ = writeln!(t, "settle_ms = {}  # --settle-ms", o.settle.as_millis());
-    let _ = writeln!(t, "multitask_use_ms = 0");
-    t
+    let file = DeviceFile {
+        device: Some(device_section(o, measured)),
+        app: apps,
+        workload: Some(workload_section(o, &synthetic)),
+    };
+    Ok(header(o, measured) + "\n" + &toml::to_string(&file)?)
 }
 
 /// The zram ratio measured under `stock`: median of original / pool bytes
@@ -259,8 +271,8 @@ pub fn sim_device_toml(o: &BenchOptions, measured: &Measured) -> String {
 pub fn stock_zram_ratio(ms: &[crate::run::Measurement]) -> Option<f64> {
     let mut r: Vec<f64> = ms
         .iter()
-        .filter(|m| m.policy.is_stock() && m.zram.1 >= MIB)
-        .map(|m| m.zram.0 as f64 / m.zram.1 as f64)
+        .filter(|m| m.policy.is_stock() && m.zram.pool_bytes >= MIB)
+        .map(|m| m.zram.orig_data_bytes as f64 / m.zram.pool_bytes as f64)
         .filter(|x| x.is_finite() && *x >= 1.0)
         .collect();
     if r.is_empty() {
@@ -273,10 +285,10 @@ pub fn stock_zram_ratio(ms: &[crate::run::Measurement]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{options, BenchArgs};
+    use crate::options::{options, BenchArgs};
 
     fn emitted(a: &BenchArgs) -> String {
-        sim_device_toml(&options(a).unwrap(), &Measured::default())
+        sim_device_toml(&options(a).unwrap(), &Measured::default()).unwrap()
     }
 
     #[test]
@@ -289,8 +301,12 @@ mod tests {
         // 512 MiB disk; pool cap 384 MiB × 3 does not bind.
         assert_eq!(d.device.zram_disksize_bytes, 512 * MIB);
         let c = &d.device.read_curve;
-        assert!((c.throughput(4096) - 3000.0 * 4096.0).abs() < 1.0);
-        assert!((c.throughput(2 << 20) - 400.0 * MIB as f64).abs() < 1.0);
+        // The flash model's one-reader curve (0.05 MiB/s rounding).
+        let flash = crate::device::UFS31;
+        for b in [4096u64, 128 << 10, 2 << 20] {
+            let want = flash.single_reader_bytes_per_sec(b);
+            assert!((c.throughput(b) - want).abs() < 0.06 * MIB as f64, "{b}");
+        }
         assert_eq!(
             d.preload_budget_bytes,
             Some(crate::device::page_round(25 * MIB))
@@ -349,18 +365,27 @@ mod tests {
     fn measured_ratio_and_calibration_are_recorded() {
         let o = options(&BenchArgs::default()).unwrap();
         let m = Measured {
-            calibration: vec![(4096, 13.0e6), (512 << 10, 815.0e6)],
+            calibration: vec![
+                CurvePoint {
+                    block_bytes: 4096,
+                    bytes_per_sec: 13.0e6,
+                },
+                CurvePoint {
+                    block_bytes: 512 << 10,
+                    bytes_per_sec: 815.0e6,
+                },
+            ],
             stock_zram_ratio: Some(2.5),
         };
-        let text = sim_device_toml(&o, &m);
-        assert!(text.contains("zram_ratio = 2.50"), "{text}");
+        let text = sim_device_toml(&o, &m).unwrap();
+        assert!(text.contains("zram_ratio = 2.5"), "{text}");
         assert!(text.contains("  512 KiB  777.2 MiB/s"), "{text}");
         let f = appflow_sim::devfile::parse(&text, "e").unwrap();
         let d = appflow_sim::devfile::device(&f, "e").unwrap();
         assert_eq!(d.device.zram_ratio, 2.5);
-        // The measured curve is recorded; the caps stay the curve.
+        // The measured curve is the curve.
         let c = &d.device.read_curve;
-        assert!((c.throughput(4096) - 3000.0 * 4096.0).abs() < 1.0);
+        assert!((c.throughput(4096) - 13.0e6).abs() < 0.06 * MIB as f64);
         assert_eq!(d.device.anon_zram_ms_per_mib, HOST_ANON_ZRAM_MS_PER_MIB);
         // Pool cap 384 MiB × 2.5 = 960 MiB > 512 MiB disk: the disk binds.
         assert_eq!(d.device.zram_disksize_bytes, 512 * MIB);

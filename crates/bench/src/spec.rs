@@ -158,6 +158,12 @@ pub struct CommandSpec {
     pub ready_file: String,
     /// Give up after this long, ms; the launch is reported as timed out.
     pub timeout_ms: u64,
+    /// Host paths (files or directories) installed on the device's storage
+    /// before the run: each is copied to `<device>/apps/NAME/<its file
+    /// name>`, its pages are dropped at every session start, and `{root}`
+    /// in `argv` stands for `<device>/apps/NAME`.
+    #[serde(default)]
+    pub install: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -335,6 +341,11 @@ fn validate_command(c: &CommandSpec) -> Result<(), (&'static str, String)> {
             }
         }
         Ready::Exit => {}
+    }
+    for p in &c.install {
+        if !p.starts_with('/') {
+            return Err(("install", format!("{p:?} is not an absolute path")));
+        }
     }
     Ok(())
 }

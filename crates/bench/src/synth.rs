@@ -15,6 +15,7 @@
 use crate::spec::SyntheticSpec;
 use anyhow::{Context, Result};
 use appflow_core::profile::{ByteRange, LaunchObservation, ObservedFile};
+use appflow_core::rng::{fnv1a, SplitMix};
 use std::io::{BufRead, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -25,32 +26,6 @@ pub const READY_LINE: &str = "appflow-ready";
 const PHASES: usize = 16;
 const EXTENTS_PER_FILE: u64 = 8;
 const PAGE: u64 = 4096;
-
-/// A deterministic PRNG (SplitMix64): fast, seedable, good enough for layouts and data.
-#[derive(Debug, Clone)]
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    /// Next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-/// FNV-1a of a string (seeds).
-pub fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
 
 /// A file of the app.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,7 +89,7 @@ pub struct Layout {
 impl Layout {
     /// Derives the layout of `app` with `spec` at `scale`, rooted at `dir`.
     pub fn new(app: &str, spec: &SyntheticSpec, scale: f64, dir: &Path) -> Self {
-        let mut rng = SplitMix(fnv(app));
+        let mut rng = SplitMix::new(fnv1a(app.as_bytes()));
         let n_small = if spec.small_files == 0 {
             0
         } else {
@@ -293,12 +268,13 @@ impl Layout {
 
     /// Writes the app's files (deterministic content), syncs, and drops them
     /// from the page cache.
-    pub fn generate(&self) -> Result<u64> {
-        let mut rng = SplitMix(fnv(&self.app) ^ 0x5eed);
+    /// Writes the files under `dir` (the backing store of the app's directory).
+    pub fn generate(&self, dir: &Path) -> Result<u64> {
+        let mut rng = SplitMix::new(fnv1a(self.app.as_bytes()) ^ 0x5eed);
         let mut buf = vec![0u8; 1 << 20];
         let mut written = 0;
         for f in self.small.iter().chain(&self.large) {
-            let path = self.dir.join(&f.rel);
+            let path = dir.join(&f.rel);
             if let Some(d) = path.parent() {
                 std::fs::create_dir_all(d).with_context(|| format!("mkdir {}", d.display()))?;
             }
@@ -476,7 +452,7 @@ pub fn run_app(layout: &Layout, cpu_switch_us: u64) -> Result<()> {
         maps: Vec::new(),
         touched: Vec::new(),
         sum: 0,
-        rng: SplitMix(fnv(&layout.app) ^ std::process::id() as u64),
+        rng: SplitMix::new(fnv1a(layout.app.as_bytes()) ^ std::process::id() as u64),
         pool: vec![0u8; 64 * 1024],
         pattern: (0..PAGE as usize).map(|i| (i % 251) as u8).collect(),
     };
@@ -606,7 +582,7 @@ pub fn io_test(file: &Path, block_bytes: u64, total_bytes: u64) -> Result<f64> {
     let shift = raw.as_ptr().align_offset(PAGE as usize);
     let buf = &mut raw[shift..shift + bs];
     let blocks = (size / bs as u64).max(1);
-    let mut rng = SplitMix(7);
+    let mut rng = SplitMix::new(7);
     let t0 = Instant::now();
     let mut done = 0u64;
     while done < total_bytes {
@@ -719,7 +695,7 @@ mod tests {
         s.large_total_mib = 1.0;
         s.large_read_mib = 0.5;
         let l = Layout::new("g", &s, 1.0, d.path());
-        let n = l.generate().unwrap();
+        let n = l.generate(&l.dir).unwrap();
         assert_eq!(n, l.disk_bytes());
         for p in l.paths() {
             assert!(std::fs::metadata(&p).unwrap().len() > 0);

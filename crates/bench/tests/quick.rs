@@ -70,7 +70,7 @@ fn quick_bench_leaves_nothing_behind_and_keeps_invariants() {
     // 2. Every launch reached readiness or was reported as timed out.
     assert!(!out.measurements.is_empty());
     let mut launches = 0;
-    for (_, m) in &out.measurements {
+    for m in &out.measurements {
         assert!(
             m.error.is_none(),
             "{:?} session failed: {:?}",

@@ -21,6 +21,7 @@
 //! | [`scheduler`] | the whole decision loop as one pure type, driven by the daemon and the simulator |
 //! | [`reason`] | stable, numbered reason codes used in logs and metrics |
 //! | [`report`] | the JSON result contract shared by `sim`, `bench` and the daemon |
+//! | [`rng`] | deterministic random numbers (SplitMix64, FNV-1a) |
 
 pub mod cutoff;
 pub mod detect;
@@ -33,6 +34,7 @@ pub mod profile;
 pub mod reason;
 pub mod reclaim;
 pub mod report;
+pub mod rng;
 pub mod scheduler;
 pub mod storage;
 

@@ -4,6 +4,42 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// How an app came to the foreground (one definition for the simulator and
+/// the testbed): **cold**, no process alive; **warm**, the process is alive
+/// but much of its memory is gone (swapped out or its launch files evicted);
+/// **hot**, the process and its pages are resident.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaunchKind {
+    /// No process alive.
+    Cold,
+    /// Process alive, much of its memory gone.
+    Warm,
+    /// Process and pages resident.
+    Hot,
+}
+
+impl LaunchKind {
+    /// Share of an app's memory that may be gone while a relaunch still
+    /// counts as hot (a tenth, of its anonymous memory or of its launch files).
+    pub const HOT_MAX_GONE_SHARE: f64 = 0.1;
+
+    /// The kind of a relaunch: cold when no process is alive; otherwise warm
+    /// when more than [`Self::HOT_MAX_GONE_SHARE`] of its anonymous memory
+    /// is swapped out or of its launch files is no longer cached, else hot.
+    pub fn classify(alive: bool, anon_swapped_share: f64, file_gone_share: f64) -> LaunchKind {
+        if !alive {
+            LaunchKind::Cold
+        } else if anon_swapped_share > Self::HOT_MAX_GONE_SHARE
+            || file_gone_share > Self::HOT_MAX_GONE_SHARE
+        {
+            LaunchKind::Warm
+        } else {
+            LaunchKind::Hot
+        }
+    }
+}
+
 /// A run's results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
@@ -122,6 +158,18 @@ mod tests {
         assert_eq!(s.p90, 9.0);
         assert_eq!(s.mean, 5.5);
         assert_eq!(LatencyStats::from_samples(&[]), LatencyStats::default());
+    }
+
+    #[test]
+    fn launch_kind_by_what_is_gone() {
+        assert_eq!(LaunchKind::classify(false, 0.0, 0.0), LaunchKind::Cold);
+        assert_eq!(LaunchKind::classify(true, 0.05, 0.1), LaunchKind::Hot);
+        assert_eq!(LaunchKind::classify(true, 0.2, 0.0), LaunchKind::Warm);
+        assert_eq!(LaunchKind::classify(true, 0.0, 0.5), LaunchKind::Warm);
+        assert_eq!(
+            serde_json::to_string(&LaunchKind::Warm).unwrap(),
+            "\"warm\""
+        );
     }
 
     #[test]

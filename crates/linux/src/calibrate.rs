@@ -139,15 +139,6 @@ impl Drop for AlignedBuf {
     }
 }
 
-/// SplitMix64: a deterministic fill and shuffle without pulling in a crate.
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 fn write_test_file(path: &Path, bytes: u64) -> Result<(), CalibrateError> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -155,12 +146,12 @@ fn write_test_file(path: &Path, bytes: u64) -> Result<(), CalibrateError> {
         .open(path)
         .map_err(io_at(path))?;
     // Incompressible content, so compressing or deduplicating storage does not flatter reads.
-    let mut state = 0x00C0_FFEE_u64;
+    let mut rng = appflow_core::rng::SplitMix::new(0x00C0_FFEE);
     let mut chunk = vec![0u8; MIB as usize];
     let mut left = bytes;
     while left > 0 {
         for w in chunk.chunks_mut(8) {
-            w.copy_from_slice(&splitmix(&mut state).to_le_bytes());
+            w.copy_from_slice(&rng.next_u64().to_le_bytes());
         }
         let n = left.min(MIB) as usize;
         f.write_all(&chunk[..n]).map_err(io_at(path))?;
@@ -225,7 +216,7 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<Calibration, CalibrateError>
     let buf = AlignedBuf::new(max_block as usize);
     let mut points = Vec::new();
     let mut bytes_read = Vec::new();
-    let mut seed = 0x5EED_u64;
+    let mut shuffle = appflow_core::rng::SplitMix::new(0x5EED);
     for &block in &sizes {
         if method == ReadMethod::DroppedBuffered {
             fadvise(&file, libc::POSIX_FADV_DONTNEED);
@@ -234,7 +225,7 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<Calibration, CalibrateError>
         let blocks = file_bytes / block;
         let mut order: Vec<u64> = (0..blocks).collect();
         for i in (1..order.len()).rev() {
-            let j = (splitmix(&mut seed) % (i as u64 + 1)) as usize;
+            let j = (shuffle.next_u64() % (i as u64 + 1)) as usize;
             order.swap(i, j);
         }
         let t0 = Instant::now();

@@ -5,6 +5,8 @@
 //!
 //! Parsing and validation are pure (`parse` takes the text and a name for
 //! messages); errors are [`InputError`]s naming the file and the field.
+//! The same types serialise (`toml::to_string`), so a writer of these files
+//! (the testbed) emits exactly what this reader reads.
 //!
 //! ```toml
 //! [device]                      # required with --device-file
@@ -63,10 +65,10 @@ use crate::device::{self, Device};
 use crate::workload::Setup;
 use appflow_core::storage::{CurvePoint, ThroughputCurve};
 use appflow_core::{InputError, KIB, MIB};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// A device/app file as written.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceFile {
     /// The device (required with `--device-file`).
@@ -79,7 +81,7 @@ pub struct DeviceFile {
 }
 
 /// `[device]`: every field but `name` and `dram_mib` defaults to the `base` preset.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceSection {
     /// Name shown in reports.
@@ -129,7 +131,7 @@ pub struct DeviceSection {
 }
 
 /// `[device.storage]`: bandwidth + IOPS caps, or measured points.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StorageSection {
     /// Read bandwidth cap, MiB/s.
@@ -141,7 +143,7 @@ pub struct StorageSection {
 }
 
 /// One point of a read curve.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PointEntry {
     /// Block size, KiB.
@@ -151,7 +153,7 @@ pub struct PointEntry {
 }
 
 /// `[[app]]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AppEntry {
     /// Unique name.
@@ -179,7 +181,7 @@ pub struct AppEntry {
 }
 
 /// `[workload]`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadSection {
     /// Default targets of low/medium/high.

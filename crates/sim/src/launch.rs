@@ -22,16 +22,7 @@ pub const RELAUNCH_WS_FRACTION: f64 = 0.5;
 /// A launch running longer than this is cut off and counted as stuck, µs.
 const LAUNCH_LIMIT_US: u64 = 600_000_000;
 
-/// How an app came back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LaunchKind {
-    /// No process alive.
-    Cold,
-    /// Process alive, much of its memory gone.
-    Warm,
-    /// Process and pages resident.
-    Hot,
-}
+pub use appflow_core::report::LaunchKind;
 
 #[derive(Debug, Clone, Copy)]
 enum Phase {
@@ -114,21 +105,15 @@ impl Sim<'_> {
         v
     }
 
-    /// Cold, warm or hot, from the app's state now.
+    /// Cold, warm or hot, from the app's state now (the one rule the
+    /// testbed uses too: `LaunchKind::classify`).
     pub(crate) fn classify(&self, a: usize) -> LaunchKind {
         let s = &self.st[a];
-        if !s.alive {
-            return LaunchKind::Cold;
-        }
         let m = &self.models[a];
         let swapped = (s.anon_zram + s.anon_swap) as f64 / s.anon_total().max(1) as f64;
         let cached: u64 = (0..CHUNKS).map(|k| s.cached(k, 0) + s.cached(k, 1)).sum();
         let file_gone = 1.0 - cached as f64 / m.file_pages().max(1) as f64;
-        if swapped > 0.1 || file_gone > 0.1 {
-            LaunchKind::Warm
-        } else {
-            LaunchKind::Hot
-        }
+        LaunchKind::classify(s.alive, swapped, file_gone)
     }
 
     /// Runs the launch of `a` in steps until it is ready; returns the time

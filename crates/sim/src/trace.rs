@@ -12,7 +12,8 @@
 //! * `app`: an app of the catalogue (`appflow sim --list`).
 //! * `event`: `open` (the app comes to the foreground; aliases `launch`,
 //!   `foreground`) or `close` (the user goes to the home screen; aliases
-//!   `background`, `home`).
+//!   `background`, `home`). The testbed's replay also accepts `exit` (the
+//!   app is stopped), read with [`parse_events`]; the simulator does not.
 //!
 //! Errors name the file and line. The reader follows libCacheSim's shape
 //! (STYLE.md §8): independent of policies, `next()` / `reset()`.
@@ -30,6 +31,8 @@ pub enum EventKind {
     Open,
     /// Home screen.
     Close,
+    /// The app is stopped (accepted only where asked for: the testbed).
+    Exit,
 }
 
 /// One trace event.
@@ -48,6 +51,48 @@ pub struct TraceEvent {
 /// Parses a trace. `file` names the source in errors; `cat` is the
 /// catalogue app names are checked against.
 pub fn parse(text: &str, file: &str, cat: &[AppSpec]) -> Result<Vec<TraceEvent>, InputError> {
+    parse_with(text, file, false, &|app| {
+        if cat.iter().any(|a| a.name == app) {
+            Ok(())
+        } else {
+            Err(format!(
+                "unknown app {app:?}; valid apps: {}",
+                cat.iter()
+                    .map(|a| a.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        }
+    })
+}
+
+/// Parses a trace without a catalogue (any non-empty app name), accepting
+/// the `exit` event when `exit_event` is set: the testbed's reader, which
+/// maps the names onto its own app set.
+pub fn parse_events(
+    text: &str,
+    file: &str,
+    exit_event: bool,
+) -> Result<Vec<TraceEvent>, InputError> {
+    parse_with(text, file, exit_event, &|_| Ok(()))
+}
+
+/// Reads a trace file with [`parse_events`].
+pub fn read_events(
+    path: &std::path::Path,
+    exit_event: bool,
+) -> Result<Vec<TraceEvent>, InputError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| InputError::new(format!("{}: cannot read: {e}", path.display())))?;
+    parse_events(&text, &path.display().to_string(), exit_event)
+}
+
+fn parse_with(
+    text: &str,
+    file: &str,
+    exit_event: bool,
+    check_app: &dyn Fn(&str) -> Result<(), String>,
+) -> Result<Vec<TraceEvent>, InputError> {
     let mut out = Vec::new();
     let mut delim: Option<char> = None;
     let mut last_ts: BTreeMap<String, u64> = BTreeMap::new();
@@ -80,21 +125,18 @@ pub fn parse(text: &str, file: &str, cat: &[AppSpec]) -> Result<Vec<TraceEvent>,
             ))
         })?;
         let app = cols[2];
-        if !cat.iter().any(|a| a.name == app) {
-            return Err(err(format!(
-                "unknown app {app:?}; valid apps: {}",
-                cat.iter()
-                    .map(|a| a.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
+        if app.is_empty() {
+            return Err(err("empty app".into()));
         }
+        check_app(app).map_err(err)?;
         let kind = match cols[3].to_ascii_lowercase().as_str() {
             "open" | "launch" | "foreground" => EventKind::Open,
             "close" | "background" | "home" => EventKind::Close,
+            "exit" if exit_event => EventKind::Exit,
             other => {
                 return Err(err(format!(
-                    "unknown event {other:?}; valid events: open, close"
+                    "unknown event {other:?}; valid events: open, close{}",
+                    if exit_event { ", exit" } else { "" }
                 )))
             }
         };

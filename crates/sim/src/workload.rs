@@ -484,7 +484,7 @@ pub fn run_policy(
                                 out.measured.push(rec);
                             }
                         }
-                        EventKind::Close => sim.go_home(),
+                        EventKind::Close | EventKind::Exit => sim.go_home(),
                     }
                     tick();
                 }

@@ -1,0 +1,476 @@
+//! Preparing a built domain for measurement: the apps' files and leaf
+//! cgroups, the storage calibration inside the domain, the daemon's
+//! per-policy configs (checked with `--check-config`), and the launch
+//! profiles (recorded with `appflow record`, or from the synthetic specs).
+
+use crate::live::{check_interrupted, Domain, Leaf};
+use crate::options::BenchOptions;
+use crate::policy::{self, DaemonSetup};
+use crate::progress::{mib, Progress};
+use crate::run::App;
+use crate::spec::{self, AppBody, AppSpec};
+use crate::synth::{self, Layout};
+use anyhow::{bail, Context, Result};
+use appflow_core::profile::LaunchProfile;
+use appflow_core::storage::{CurvePoint, ThroughputCurve};
+use appflow_linux::store::ProfileStore;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Block sizes and bytes of the in-domain calibration (O_DIRECT, random
+/// offsets, one reader): about 0.2 s each on the phone preset's device.
+const CALIBRATION_READS: &[(u64, u64)] = &[
+    (4096, 8 << 20),
+    (128 << 10, 128 << 20),
+    (512 << 10, 256 << 20),
+    (1 << 20, 384 << 20),
+    (2 << 20, 384 << 20),
+];
+
+/// Block size and bytes of each of the two concurrent readers.
+const CONCURRENT_READ: (u64, u64) = (1 << 20, 384 << 20);
+
+/// How the launch profiles were made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileSource {
+    /// `appflow record` on every app.
+    Recorded,
+    /// Written from the synthetic apps' known access pattern.
+    FromSpec,
+}
+
+impl ProfileSource {
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProfileSource::Recorded => "recorded",
+            ProfileSource::FromSpec => "from-spec",
+        }
+    }
+}
+
+/// Two readers at once, each in its own leaf.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ConcurrentRead {
+    /// Block size of both, bytes.
+    pub block_bytes: u64,
+    /// Each reader's bytes/s.
+    pub each_bytes_per_sec: Vec<f64>,
+    /// Their sum, bytes/s.
+    pub sum_bytes_per_sec: f64,
+}
+
+/// A domain ready for measurement.
+pub struct Prepared {
+    /// The apps with their leaves.
+    pub apps: Vec<App>,
+    /// Where the daemon of each policy lives.
+    pub daemon: DaemonSetup,
+    /// Daemon policies the daemon refused (or that it cannot run), with why.
+    pub skipped: BTreeMap<String, String>,
+    /// The storage measured inside the domain (O_DIRECT, random offsets).
+    pub calibration: Vec<CurvePoint>,
+    /// Two readers in different leaves at once ([`CONCURRENT_READ`]): their
+    /// bytes/s summed, and each reader's.
+    pub concurrent: Option<ConcurrentRead>,
+    /// How the profiles were made.
+    pub profiles: ProfileSource,
+}
+
+/// Writes the apps' files, makes their leaves, calibrates, writes and checks
+/// the daemon configs, and makes the profiles.
+pub fn prepare(
+    o: &BenchOptions,
+    domain: &mut Domain,
+    layouts: Vec<Option<Layout>>,
+    progress: &Progress,
+) -> Result<Prepared> {
+    let run_dir = domain.roots.run_dir.clone();
+    let log_dir = run_dir.join("logs");
+    let spec_dir = run_dir.join("specs");
+    let daemon_dir = run_dir.join("daemon");
+    for d in [&log_dir, &spec_dir, &daemon_dir.join("state/profiles")] {
+        std::fs::create_dir_all(d)?;
+    }
+    // Files.
+    let t0 = Instant::now();
+    let mut written = 0;
+    for l in layouts.iter().flatten() {
+        check_interrupted()?;
+        written += l.generate(&domain.backing_path(&l.dir))?;
+    }
+    nix::unistd::sync();
+    progress.say(&format!(
+        "wrote {:.0} MiB of app files in {:.1} s",
+        mib(written),
+        t0.elapsed().as_secs_f64()
+    ));
+    // Apps and their leaves.
+    let mut apps = Vec::new();
+    for (s, layout) in o.apps.iter().zip(layouts) {
+        let spec_file = spec_dir.join(format!("{}.toml", s.name));
+        std::fs::write(&spec_file, &s.text)?;
+        let leaf = domain.leaf(&format!("app-{}", s.name))?;
+        let installed = install(domain, s)?;
+        apps.push(App {
+            spec: s.clone(),
+            layout,
+            spec_file,
+            leaf,
+            installed,
+        });
+    }
+    let worker = domain.leaf("worker")?;
+    let calib_leaf = domain.leaf("calib")?;
+    let calib_leaf2 = domain.leaf("calib2")?;
+    let daemon = DaemonSetup {
+        binary: o.binary.clone(),
+        dir: daemon_dir.clone(),
+        memory_cgroup: domain.roots.mem_root(),
+        blkio_cgroup: worker.blkio.clone(),
+        budget_bytes: o.device.preload_budget_bytes,
+        apps: apps
+            .iter()
+            .map(|a| (a.name().to_string(), a.leaf.mem.clone()))
+            .collect(),
+    };
+    let (calibration, concurrent) = calibrate(
+        o,
+        &apps,
+        [&calib_leaf, &calib_leaf2],
+        &daemon,
+        &log_dir,
+        progress,
+    )?;
+    // Daemon configs and availability.
+    let mut skipped: BTreeMap<String, String> = BTreeMap::new();
+    for &p in o.policies.iter().filter(|p| p.needs_daemon()) {
+        let cfg = daemon.config_path(p);
+        std::fs::write(
+            &cfg,
+            daemon.config(p, &log_dir.join(format!("trace-{}.json", p.name()))),
+        )?;
+        if let Err(e) = policy::check_config(&o.binary, &cfg) {
+            skipped.insert(p.name().to_string(), format!("{e:#}"));
+        }
+    }
+    if !skipped.is_empty() {
+        progress.say(&format!(
+            "skipping daemon policies (the daemon is not available or refused the config): {}",
+            skipped.keys().cloned().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let profiles = make_profiles(o, &apps, &daemon, &log_dir, progress)?;
+    Ok(Prepared {
+        apps,
+        daemon,
+        skipped,
+        calibration,
+        concurrent,
+        profiles,
+    })
+}
+
+/// The host paths a command app installs on the device.
+fn install_paths(s: &AppSpec) -> &[String] {
+    match &s.body {
+        AppBody::Command(c) => &c.install,
+        AppBody::Synthetic(_) => &[],
+    }
+}
+
+/// Bytes a command app's install takes (regular files; symlinks not followed).
+pub fn install_bytes(s: &AppSpec) -> Result<u64> {
+    let mut total = 0;
+    for p in install_paths(s) {
+        for f in
+            walk(Path::new(p)).with_context(|| format!("{}: install path {p}", s.file.display()))?
+        {
+            total += std::fs::symlink_metadata(&f).map(|m| m.len()).unwrap_or(0);
+        }
+    }
+    Ok(total)
+}
+
+/// Regular files under `p` (itself when it is one), symlinks not followed.
+fn walk(p: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let m = std::fs::symlink_metadata(p).with_context(|| format!("reading {}", p.display()))?;
+    if m.is_file() {
+        return Ok(vec![p.to_path_buf()]);
+    }
+    let mut out = Vec::new();
+    if m.is_dir() {
+        for e in std::fs::read_dir(p).with_context(|| format!("listing {}", p.display()))? {
+            out.extend(walk(&e?.path())?);
+        }
+    }
+    Ok(out)
+}
+
+/// Copies a command app's install paths onto the device (`apps/NAME/`) and
+/// returns its files as the domain sees them.
+fn install(domain: &Domain, s: &AppSpec) -> Result<Vec<std::path::PathBuf>> {
+    let home = domain.mnt.join("apps").join(&s.name);
+    let backing = domain.backing_path(&home);
+    let mut files = Vec::new();
+    for p in install_paths(s) {
+        std::fs::create_dir_all(&backing)?;
+        let st = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(p)
+            .arg(&backing)
+            .status()
+            .context("running cp")?;
+        if !st.success() {
+            bail!(
+                "{}: installing {p} on the device failed ({st})",
+                s.file.display()
+            );
+        }
+        let name = Path::new(p)
+            .file_name()
+            .context("install path has no file name")?;
+        for f in walk(&backing.join(name))? {
+            if let Ok(rel) = f.strip_prefix(&backing) {
+                files.push(home.join(rel));
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// Reads the biggest large file from a leaf at each block size of
+/// [`CALIBRATION_READS`], then from two leaves at once, and saves the
+/// one-reader curve as the daemon's calibration.
+fn calibrate(
+    o: &BenchOptions,
+    apps: &[App],
+    leaves: [&Leaf; 2],
+    daemon: &DaemonSetup,
+    log_dir: &Path,
+    progress: &Progress,
+) -> Result<(Vec<CurvePoint>, Option<ConcurrentRead>)> {
+    let biggest = apps
+        .iter()
+        .filter_map(|a| a.layout.as_ref())
+        .flat_map(|l| l.large.iter().map(move |f| (f.size, l.dir.join(&f.rel))))
+        .max_by_key(|x| x.0)
+        .map(|x| x.1);
+    let Some(file) = biggest else {
+        return Ok((Vec::new(), None));
+    };
+    let mut points = Vec::new();
+    for &(block_bytes, total) in CALIBRATION_READS {
+        check_interrupted()?;
+        let t = IoTest::start(&o.binary, leaves[0], &file, block_bytes, total, log_dir)?;
+        points.push(CurvePoint {
+            block_bytes,
+            bytes_per_sec: t.finish()?,
+        });
+    }
+    check_interrupted()?;
+    let (b, total) = CONCURRENT_READ;
+    let tests = [
+        IoTest::start(&o.binary, leaves[0], &file, b, total, log_dir)?,
+        IoTest::start(&o.binary, leaves[1], &file, b, total, log_dir)?,
+    ];
+    let each = tests
+        .into_iter()
+        .map(IoTest::finish)
+        .collect::<Result<Vec<f64>>>()?;
+    let concurrent = ConcurrentRead {
+        block_bytes: b,
+        sum_bytes_per_sec: each.iter().sum(),
+        each_bytes_per_sec: each,
+    };
+    let at = |b: u64| {
+        points
+            .iter()
+            .find(|c| c.block_bytes == b)
+            .map(|c| c.bytes_per_sec)
+            .unwrap_or(0.0)
+    };
+    progress.say(&format!(
+        "storage inside the domain (O_DIRECT, random offsets): 4 KiB {:.1}, 128 KiB {:.1}, 512 KiB {:.1}, \
+         1 MiB {:.1}, 2 MiB {:.1} MB/s; two 1 MiB readers together {:.1} MB/s",
+        at(4096) / 1e6,
+        at(128 << 10) / 1e6,
+        at(512 << 10) / 1e6,
+        at(1 << 20) / 1e6,
+        at(2 << 20) / 1e6,
+        concurrent.sum_bytes_per_sec / 1e6,
+    ));
+    let curve = ThroughputCurve::new(points.clone())
+        .map_err(|e| anyhow::anyhow!("the in-domain calibration is unusable: {e}"))?;
+    appflow_linux::calibrate::save_curve(&daemon.state_dir(), &curve)?;
+    Ok((points, Some(concurrent)))
+}
+
+/// One `appflow bench-app --io-test` running in a leaf.
+pub struct IoTest {
+    proc: crate::launch::Proc,
+    t0: std::time::Instant,
+    log: std::path::PathBuf,
+    what: String,
+}
+
+impl IoTest {
+    /// Starts reading `file` in `block`-byte O_DIRECT reads from `leaf`.
+    pub fn start(
+        binary: &Path,
+        leaf: &Leaf,
+        file: &Path,
+        block: u64,
+        total: u64,
+        log_dir: &Path,
+    ) -> Result<IoTest> {
+        let argv = vec![
+            binary.to_string_lossy().to_string(),
+            "bench-app".into(),
+            "--io-test".into(),
+            file.to_string_lossy().to_string(),
+            "--block-bytes".into(),
+            block.to_string(),
+            "--total-bytes".into(),
+            total.to_string(),
+        ];
+        let log = log_dir.join(format!("calibration-{}.log", leaf.name));
+        let _ = std::fs::remove_file(&log);
+        let (proc, t0) = crate::launch::spawn("calibration", &argv, leaf, 0, &log)?;
+        Ok(IoTest {
+            proc,
+            t0,
+            log,
+            what: format!(
+                "calibration read of {} with {block}-byte blocks",
+                file.display()
+            ),
+        })
+    }
+
+    /// Waits for its result, bytes/s.
+    pub fn finish(mut self) -> Result<f64> {
+        let re = regex::Regex::new(r"^bytes_per_sec (\S+)$")?;
+        let (o, _) = self.proc.wait_ready(
+            &crate::launch::Readiness::Line(re),
+            self.t0,
+            Duration::from_secs(120),
+        );
+        self.proc.stop();
+        if o != crate::launch::Outcome::Ready {
+            bail!("{} failed ({o:?}); see {}", self.what, self.log.display());
+        }
+        // The io-test prints its result on stderr too, which lands in the log.
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("bytes_per_sec "))
+            .and_then(|x| x.trim().parse::<f64>().ok())
+            .with_context(|| format!("{}: result missing from {}", self.what, self.log.display()))
+    }
+}
+
+fn make_profiles(
+    o: &BenchOptions,
+    apps: &[App],
+    daemon: &DaemonSetup,
+    log_dir: &Path,
+    progress: &Progress,
+) -> Result<ProfileSource> {
+    if o.profiles != "spec" {
+        match record_profiles(o, apps, daemon, log_dir) {
+            Ok(n) => {
+                progress.say(&format!(
+                    "recorded {n} launch profiles with `appflow record`"
+                ));
+                return Ok(ProfileSource::Recorded);
+            }
+            Err(e) if o.profiles == "record" => return Err(e.context("--profiles record")),
+            Err(e) => progress.say(&format!(
+                "`appflow record` unavailable ({e:#}); writing profiles from the synthetic specs"
+            )),
+        }
+    }
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let store = ProfileStore::open(&daemon.state_dir());
+    let mut n = 0;
+    for a in apps {
+        if let Some(l) = &a.layout {
+            // A fresh profile: a partial recording must not merge into it.
+            let mut p = LaunchProfile::new(a.name());
+            p.merge_launch(&l.observation(now_ms));
+            store.save(&p)?;
+            n += 1;
+        }
+    }
+    progress.say(&format!(
+        "wrote {n} launch profiles from the synthetic apps' known access patterns"
+    ));
+    Ok(ProfileSource::FromSpec)
+}
+
+fn record_profiles(
+    o: &BenchOptions,
+    apps: &[App],
+    daemon: &DaemonSetup,
+    log_dir: &Path,
+) -> Result<usize> {
+    let store = ProfileStore::open(&daemon.state_dir());
+    let mut n = 0;
+    for a in apps {
+        check_interrupted()?;
+        for p in a.paths() {
+            let _ = synth::drop_file_cache(&p);
+        }
+        let argv = a.argv(&o.binary, o.device.scale, &o.roots.run_dir.join("mnt"));
+        let mut cmd = std::process::Command::new(&o.binary);
+        cmd.arg("record")
+            .arg("--app")
+            .arg(a.name())
+            .arg("--state-dir")
+            .arg(daemon.state_dir());
+        match &a.spec.body {
+            AppBody::Synthetic(_) => {
+                cmd.arg("--ready-line")
+                    .arg(format!("^{}$", synth::READY_LINE));
+            }
+            AppBody::Command(c) => match c.ready {
+                spec::Ready::Stdout => {
+                    cmd.arg("--ready-line").arg(&c.ready_regex);
+                }
+                spec::Ready::File => {
+                    cmd.arg("--ready-file").arg(&c.ready_file);
+                }
+                spec::Ready::Exit => {}
+            },
+        }
+        cmd.arg("--timeout-ms")
+            .arg(o.timeout.as_millis().to_string())
+            .arg("--")
+            .args(&argv)
+            .stdin(std::process::Stdio::null());
+        let log_path = log_dir.join(format!("record-{}.log", a.name()));
+        let log = std::fs::File::create(&log_path)?;
+        cmd.stdout(log.try_clone()?).stderr(log);
+        let st = cmd.status().context("running appflow record")?;
+        if !st.success() {
+            bail!(
+                "appflow record of {} exited with {st}: {}",
+                a.name(),
+                policy::last_line(&log_path)
+            );
+        }
+        let p = store
+            .load(a.name())?
+            .with_context(|| format!("appflow record wrote no profile of {}", a.name()))?;
+        if p.files.is_empty() {
+            bail!("the recorded profile of {} has no files", a.name());
+        }
+        n += 1;
+    }
+    Ok(n)
+}
