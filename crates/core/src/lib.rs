@@ -66,6 +66,33 @@ impl Modules {
     };
 }
 
+/// The longest app name accepted, in bytes (names become profile file
+/// names, and file names are limited to 255 bytes).
+pub const MAX_APP_NAME_BYTES: usize = 200;
+
+/// The one rule for app names, used by the daemon's config, its control
+/// socket and the profile store alike: not blank, at most
+/// [`MAX_APP_NAME_BYTES`], no `/`, no `..` anywhere, not starting with `.`
+/// (dot files are the store's temp files), no control character (NUL
+/// included). `Err` says what is wrong.
+pub fn valid_app_name(name: &str) -> Result<(), &'static str> {
+    if name.trim().is_empty() {
+        Err("empty")
+    } else if name.len() > MAX_APP_NAME_BYTES {
+        Err("longer than 200 bytes")
+    } else if name.contains('/') {
+        Err("contains '/'")
+    } else if name.contains("..") {
+        Err("contains '..'")
+    } else if name.starts_with('.') {
+        Err("starts with '.'")
+    } else if name.chars().any(char::is_control) {
+        Err("contains a control character")
+    } else {
+        Ok(())
+    }
+}
+
 /// An error caused by bad input: a name that does not exist, a malformed
 /// file, an impossible configuration. The binary exits with code 2 on it.
 #[derive(Debug, thiserror::Error)]
@@ -76,5 +103,36 @@ impl InputError {
     /// Builds an input error from anything printable.
     pub fn new(msg: impl Into<String>) -> Self {
         Self(msg.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn app_name_rule() {
+        for bad in [
+            "",
+            "  ",
+            "a/b",
+            "..",
+            ".x",
+            "a..b",
+            "x\0y",
+            "tab\there",
+            &"x".repeat(201),
+        ] {
+            assert!(valid_app_name(bad).is_err(), "{bad:?}");
+        }
+        for good in [
+            "tiktok",
+            "com.example.app",
+            "my app",
+            "a-b_c.1",
+            &"x".repeat(200),
+        ] {
+            assert_eq!(valid_app_name(good), Ok(()), "{good:?}");
+        }
     }
 }

@@ -274,8 +274,8 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
 
 /// Runs `appflow notify`.
 pub fn run_notify(a: NotifyArgs) -> anyhow::Result<()> {
-    if !crate::config::valid_app_name(&a.app) {
-        return Err(InputError::new(format!("invalid app name {:?}", a.app)).into());
+    if let Err(why) = appflow_core::valid_app_name(&a.app) {
+        return Err(InputError::new(format!("invalid app name {:?}: {why}", a.app)).into());
     }
     let v = request(
         &a.socket,

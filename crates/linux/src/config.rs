@@ -314,15 +314,10 @@ impl TryFrom<toml::Table> for KillerSection {
     }
 }
 
-/// Is `name` usable as an app name (and profile file name)?
+/// Is `name` usable as an app name (and profile file name)? The shared
+/// rule, [`appflow_core::valid_app_name`].
 pub fn valid_app_name(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && name.len() <= 200
-        && !name.contains('/')
-        && !name.contains('\0')
-        && !name.chars().any(char::is_control)
+    appflow_core::valid_app_name(name).is_ok()
 }
 
 impl Config {
@@ -425,8 +420,11 @@ impl Config {
         let mut seen = std::collections::BTreeSet::new();
         for (i, a) in self.apps.iter().enumerate() {
             let f = |x: &str| format!("app[{i}].{x}");
-            if !valid_app_name(&a.name) {
-                return Err((f("name"), format!("{:?} is not a valid app name", a.name)));
+            if let Err(why) = appflow_core::valid_app_name(&a.name) {
+                return Err((
+                    f("name"),
+                    format!("{:?} is not a valid app name: {why}", a.name),
+                ));
             }
             if !seen.insert(a.name.as_str()) {
                 return Err((f("name"), format!("{:?} is declared twice", a.name)));
@@ -529,5 +527,8 @@ mod tests {
         assert!(!valid_app_name(""));
         assert!(!valid_app_name(".."));
         assert!(!valid_app_name("a/b"));
+        // The store refuses these as file names; so does the config.
+        assert!(!valid_app_name(".x"));
+        assert!(!valid_app_name("a..b"));
     }
 }

@@ -15,8 +15,7 @@ use thiserror::Error;
 
 /// The profiles' subdirectory of the state directory.
 pub const PROFILES_DIR: &str = "profiles";
-/// The longest app name accepted (file names are limited to 255 bytes).
-pub const MAX_APP_NAME_BYTES: usize = 200;
+pub use appflow_core::MAX_APP_NAME_BYTES;
 
 /// Why a profile could not be stored or loaded.
 #[derive(Debug, Error)]
@@ -73,35 +72,13 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     }
 }
 
-/// Checks that `name` can be used as a profile file name: non-empty, at most
-/// [`MAX_APP_NAME_BYTES`], no `/`, no NUL, no `..`, not starting with `.`
-/// (dot files are the store's temp files), no control characters.
+/// Checks that `name` can be used as a profile file name (the shared rule,
+/// [`appflow_core::valid_app_name`]).
 pub fn validate_app_name(name: &str) -> Result<(), StoreError> {
-    let bad = |why| {
-        Err(StoreError::BadAppName {
-            name: name.to_string(),
-            why,
-        })
-    };
-    if name.trim().is_empty() {
-        return bad("empty");
-    }
-    if name.len() > MAX_APP_NAME_BYTES {
-        return bad("longer than 200 bytes");
-    }
-    if name.contains('/') {
-        return bad("contains '/'");
-    }
-    if name.contains("..") {
-        return bad("contains '..'");
-    }
-    if name.starts_with('.') {
-        return bad("starts with '.'");
-    }
-    if name.chars().any(char::is_control) {
-        return bad("contains a control character");
-    }
-    Ok(())
+    appflow_core::valid_app_name(name).map_err(|why| StoreError::BadAppName {
+        name: name.to_string(),
+        why,
+    })
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
