@@ -93,6 +93,34 @@ pub fn valid_app_name(name: &str) -> Result<(), &'static str> {
     }
 }
 
+/// Whether the scheduler's app table may take a notified name: names it
+/// already has (declared in the configuration, profiled, or admitted
+/// before) always; a new undeclared one only when `allow_undeclared` is on
+/// and fewer than `max_undeclared` undeclared names are held. This keeps the
+/// table, and the memory and `status` reply that grow with it, bounded
+/// whatever a client sends. `Err` is the refusal's message.
+pub fn admit_app(
+    name: &str,
+    known: bool,
+    undeclared_held: usize,
+    allow_undeclared: bool,
+    max_undeclared: usize,
+) -> Result<(), String> {
+    if known {
+        Ok(())
+    } else if !allow_undeclared {
+        Err(format!(
+            "unknown app {name:?}: not declared ([[app]]) and no profile (set daemon.allow_undeclared_apps to accept it)"
+        ))
+    } else if undeclared_held >= max_undeclared {
+        Err(format!(
+            "unknown app {name:?}: {undeclared_held} undeclared apps already held (daemon.max_undeclared_apps)"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 /// An error caused by bad input: a name that does not exist, a malformed
 /// file, an impossible configuration. The binary exits with code 2 on it.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +137,16 @@ impl InputError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn admission_bounds_undeclared_names() {
+        assert!(admit_app("a", true, 10, false, 1).is_ok());
+        let e = admit_app("a", false, 0, false, 256).unwrap_err();
+        assert!(e.contains("allow_undeclared_apps"), "{e}");
+        assert!(admit_app("a", false, 255, true, 256).is_ok());
+        let e = admit_app("a", false, 256, true, 256).unwrap_err();
+        assert!(e.contains("max_undeclared_apps"), "{e}");
+    }
 
     #[test]
     fn app_name_rule() {

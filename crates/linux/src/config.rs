@@ -89,7 +89,18 @@ pub struct DaemonSection {
     pub launch_timeout_ms: u64,
     /// Root of the proc file system (tests point it elsewhere).
     pub proc_root: PathBuf,
+    /// Accept `notify` for app names neither declared (`[[app]]`) nor
+    /// profiled (`appflow record`), up to `max_undeclared_apps` of them.
+    pub allow_undeclared_apps: bool,
+    /// Most undeclared app names remembered when `allow_undeclared_apps`
+    /// is on (bounds the daemon's app table; 1..=4096).
+    pub max_undeclared_apps: usize,
 }
+
+/// Default of `daemon.max_undeclared_apps`: well above the apps a device
+/// uses (seed 000's 100-day traces switch between 60 apps), small enough
+/// that the daemon's app table and `status` reply stay small.
+pub const DEFAULT_MAX_UNDECLARED_APPS: usize = 256;
 
 impl Default for DaemonSection {
     fn default() -> Self {
@@ -103,6 +114,8 @@ impl Default for DaemonSection {
             scan_interval_ms: 1000,
             launch_timeout_ms: 30_000,
             proc_root: PathBuf::from("/proc"),
+            allow_undeclared_apps: false,
+            max_undeclared_apps: DEFAULT_MAX_UNDECLARED_APPS,
         }
     }
 }
@@ -361,8 +374,14 @@ impl Config {
         if d.scan_interval_ms < d.tick_ms {
             return bad("daemon.scan_interval_ms", "must be >= daemon.tick_ms");
         }
-        if d.launch_timeout_ms == 0 {
-            return bad("daemon.launch_timeout_ms", "must be > 0");
+        if d.launch_timeout_ms == 0 || d.launch_timeout_ms > 3_600_000 {
+            return bad("daemon.launch_timeout_ms", "must be in 1..=3600000");
+        }
+        if d.scan_interval_ms > 3_600_000 {
+            return bad("daemon.scan_interval_ms", "must be at most 3600000");
+        }
+        if !(1..=4096).contains(&d.max_undeclared_apps) {
+            return bad("daemon.max_undeclared_apps", "must be in 1..=4096");
         }
         match self.domain.kind {
             DomainKind::Cgroup if self.domain.memory_cgroup.as_os_str().is_empty() => {

@@ -16,6 +16,7 @@ pub mod actuators;
 pub mod config;
 pub mod daemon;
 pub mod journal;
+pub mod lock;
 pub mod socket;
 
 pub mod cli;
