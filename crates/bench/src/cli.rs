@@ -3,6 +3,9 @@
 //! [`run_bench`] is the library entry point (the integration test calls it
 //! in-process with the path of a built `appflow` binary); [`run`] parses
 //! nothing more than [`BenchArgs`] into [`BenchOptions`] and prints.
+// Output goes through one fallible write, so a closed pipe ends the
+// command normally (`appflow_linux::cli::exit_code`) instead of panicking.
+#![deny(clippy::print_stdout)]
 
 use crate::device::{self, Device};
 use crate::domain::{self, Resource, Roots};
@@ -18,6 +21,7 @@ use appflow_core::report::RunReport;
 use appflow_core::InputError;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -969,13 +973,15 @@ pub fn run(a: BenchArgs) -> Result<()> {
             ));
         }
         let removed = live::cleanup(&Roots::default())?;
+        let mut text = String::new();
         if removed.is_empty() {
-            println!("nothing to clean up");
+            text.push_str("nothing to clean up\n");
         } else {
             for r in &removed {
-                println!("removed {r:?}");
+                text += &format!("removed {r:?}\n");
             }
         }
+        std::io::stdout().lock().write_all(text.as_bytes())?;
         return Ok(());
     }
     let o = options(&a)?;
@@ -1011,14 +1017,15 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if let Some(p) = &a.out {
         std::fs::write(p, &json).with_context(|| format!("writing {}", p.display()))?;
     }
+    let mut text = String::new();
     if a.format == "json" {
-        println!("{json}");
+        text = format!("{json}\n");
     } else {
         for r in &out.reports {
-            println!("{}", report::table(r));
+            text += &format!("{}\n", report::table(r));
         }
-        println!(
-            "domain torn down: {}",
+        text += &format!(
+            "domain torn down: {}\n",
             if out.leftovers.is_empty() {
                 "nothing left behind".to_string()
             } else {
@@ -1026,6 +1033,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             }
         );
     }
+    // A closed pipe is reported after the leftover check below.
+    let written = std::io::stdout().lock().write_all(text.as_bytes());
     if !out.changed_sysctls.is_empty() {
         eprintln!(
             "appflow bench: warning: sysctls differ after the run: {:?}",
@@ -1035,7 +1044,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if !out.leftovers.is_empty() {
         bail!("leftovers after teardown: {:?}", out.leftovers);
     }
-    Ok(())
+    Ok(written?)
 }
 
 /// The in-domain calibration recorded in a report's `extra.testbed`.
@@ -1086,7 +1095,7 @@ pub fn run_app(a: AppArgs) -> Result<()> {
     if let Some(f) = &a.io_test {
         let bps = synth::io_test(f, a.block_bytes, a.total_bytes)?;
         eprintln!("bytes_per_sec {bps:.0}");
-        println!("bytes_per_sec {bps:.0}");
+        writeln!(std::io::stdout().lock(), "bytes_per_sec {bps:.0}")?;
         return Ok(());
     }
     let spec_file = a.spec.as_ref().context("--spec")?;

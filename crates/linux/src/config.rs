@@ -398,43 +398,16 @@ impl Config {
             }
             _ => {}
         }
-        let p = &self.preload.core;
-        if p.budget_unit_bytes == 0 {
-            return bad("preload.budget_unit_bytes", "must be > 0");
-        }
-        if p.cutoff_count == 0 || p.cutoff_count > 30 {
-            return bad("preload.cutoff_count", "must be in 1..=30");
-        }
-        if p.max_read_bytes < 4096 || p.max_read_bytes > 64 << 20 {
-            return bad("preload.max_read_bytes", "must be in 4096..=67108864");
-        }
-        if p.touch_interval_ms < 100 {
-            return bad("preload.touch_interval_ms", "must be >= 100");
-        }
-        if let Err(msg) = self.reclaim.core.validate() {
-            // The core names the field itself ("reclaim.x must ...").
-            let field = msg
-                .split_whitespace()
-                .next()
-                .unwrap_or("reclaim")
-                .to_string();
-            return Err((field, msg));
-        }
-        let k = &self.killer.core;
-        for (f, v) in [
-            (
-                "killer.unknown_relaunch_fraction",
-                k.unknown_relaunch_fraction,
-            ),
-            ("killer.trigger_avail_fraction", k.trigger_avail_fraction),
-            ("killer.trigger_anon_share", k.trigger_anon_share),
+        // The core checks its own fields and names them ("reclaim.x must ...").
+        for check in [
+            self.preload.core.validate(),
+            self.reclaim.core.validate(),
+            self.killer.core.validate(),
         ] {
-            if !(0.0..=1.0).contains(&v) {
-                return bad(f, "must be in [0, 1]");
+            if let Err(msg) = check {
+                let field = msg.split_whitespace().next().unwrap_or("").to_string();
+                return Err((field, msg));
             }
-        }
-        if !(0.0..=100.0).contains(&k.trigger_psi_some_avg10) {
-            return bad("killer.trigger_psi_some_avg10", "must be in [0, 100]");
         }
         let mut seen = std::collections::BTreeSet::new();
         for (i, a) in self.apps.iter().enumerate() {
@@ -532,6 +505,36 @@ mod tests {
             ("[[app]]\nname = \"a\"\n", "app[0].exe"),
             ("[[app]]\nname = \"a\"\ncmdline = \"(\"\n", "app[0].cmdline"),
             ("[daemon]\ntick_ms = \"fast\"\n", "tick_ms"),
+            // Every numeric field is range-checked (issue: these were accepted).
+            (
+                "[killer]\ntrigger_swap_free_fraction = nan\n",
+                "killer.trigger_swap_free_fraction",
+            ),
+            (
+                "[killer]\ntrigger_swap_free_fraction = -0.5\n",
+                "killer.trigger_swap_free_fraction",
+            ),
+            (
+                "[reclaim]\nalloc_threshold_pages = 0\n",
+                "reclaim.alloc_threshold_pages",
+            ),
+            ("[reclaim]\ncalm_ticks = 0\n", "reclaim.calm_ticks"),
+            ("[reclaim]\nexit_margin = inf\n", "reclaim.exit_margin"),
+            (
+                "[preload]\nlikelihood_window_ms = 0\n",
+                "preload.likelihood_window_ms",
+            ),
+            (
+                "[preload]\nbudget_unit_bytes = 0\n",
+                "preload.budget_unit_bytes",
+            ),
+            ("[killer]\nsettle_ms = 18446744073709551615\n", "settle_ms"),
+            (
+                "[daemon]\nmax_undeclared_apps = 0\n",
+                "daemon.max_undeclared_apps",
+            ),
+            ("[[app]]\nname = \".x\"\nexe = \"/x\"\n", "app[0].name"),
+            ("[[app]]\nname = \"a..b\"\nexe = \"/x\"\n", "app[0].name"),
         ];
         for (text, field) in cases {
             let e = Config::from_toml(text, "f.toml").unwrap_err().to_string();

@@ -59,9 +59,16 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// True when the error is the user's input (a bad app name), so the binary exits 2.
+    /// True when the error is the user's input (a bad app name, or a
+    /// profile file that is malformed, foreign, of another version or of
+    /// another app), so the binary exits 2.
     pub fn is_input_error(&self) -> bool {
-        matches!(self, StoreError::BadAppName { .. })
+        matches!(
+            self,
+            StoreError::BadAppName { .. }
+                | StoreError::Profile { .. }
+                | StoreError::WrongApp { .. }
+        )
     }
 }
 
