@@ -16,7 +16,8 @@
 //!   connection (or of the previous reply), however it trickles in;
 //! - at most [`MAX_CONNECTIONS`] are served at once; when all are taken, the
 //!   connection waiting longest for its request is closed to make room
-//!   (one whose request is with the main loop is never closed);
+//!   (or, when every one has a request with the main loop, the oldest of
+//!   those: its reply is lost, a new client is always served);
 //! - a reply is serialised first and written in one `write` (within
 //!   [`REPLY_DEADLINE`]); one above [`MAX_REPLY_BYTES`] becomes an error.
 
@@ -34,8 +35,11 @@ use std::time::{Duration, Instant};
 
 /// Longest request line accepted.
 pub const MAX_LINE_BYTES: u64 = 64 * 1024;
-/// Most connections served at once.
-pub const MAX_CONNECTIONS: usize = 32;
+/// Most connections served at once (one small thread each): room for a
+/// launcher, `status` pollers and a few hundred concurrent clients.
+pub const MAX_CONNECTIONS: usize = 256;
+/// Stack of a connection thread (it parses one line and writes one reply).
+const CONN_STACK_BYTES: usize = 256 << 10;
 /// Time a client has to send a whole request line (`appflow status` and
 /// `notify` send theirs at once).
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
@@ -148,24 +152,20 @@ impl Conns {
         }
     }
 
-    /// Makes room for one more connection; false when every slot is busy.
-    fn make_room(&mut self) -> bool {
+    /// Makes room for one more connection: closes the one waiting longest
+    /// for its request, or else the oldest waiting for the main loop.
+    fn make_room(&mut self) {
         if self.open.len() < MAX_CONNECTIONS {
-            return true;
+            return;
         }
         let victim = self
             .open
             .iter()
-            .filter(|(_, c)| !c.busy)
-            .min_by_key(|(_, c)| c.since)
+            .min_by_key(|(_, c)| (c.busy, c.since))
             .map(|(&id, _)| id);
-        match victim.and_then(|id| self.open.remove(&id)) {
-            Some(c) => {
-                // Its thread's read or write fails at once and it ends.
-                let _ = c.stream.shutdown(std::net::Shutdown::Both);
-                true
-            }
-            None => false,
+        if let Some(c) = victim.and_then(|id| self.open.remove(&id)) {
+            // Its thread's read or write fails at once and it ends.
+            let _ = c.stream.shutdown(std::net::Shutdown::Both);
         }
     }
 }
@@ -187,7 +187,7 @@ fn read_line_by(
     deadline: Instant,
     max_bytes: u64,
 ) -> LineRead {
-    let mut chunk = [0u8; 16384];
+    let mut chunk = [0u8; 4096];
     loop {
         if let Some(pos) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=pos).collect();
@@ -424,21 +424,16 @@ impl ControlServer {
                     let Ok(stream) = conn else { continue };
                     let id = {
                         let mut c = lock(&conns);
-                        let clone = stream.try_clone();
-                        if !c.make_room() || clone.is_err() {
-                            drop(c);
-                            er.fetch_add(1, Ordering::Relaxed);
-                            let mut s = stream;
-                            let _ = s.set_write_timeout(Some(Duration::from_millis(100)));
-                            let _ = s.write_all(&reply_bytes(&error_reply("too many connections")));
+                        let Ok(clone) = stream.try_clone() else {
                             continue;
-                        }
+                        };
+                        c.make_room();
                         let id = c.next_id;
                         c.next_id += 1;
                         c.open.insert(
                             id,
                             Conn {
-                                stream: clone.expect("checked"),
+                                stream: clone,
                                 since: Instant::now(),
                                 busy: false,
                             },
@@ -448,6 +443,7 @@ impl ControlServer {
                     let (tx, er, reg) = (tx.clone(), Arc::clone(&er), Arc::clone(&conns));
                     let spawned = std::thread::Builder::new()
                         .name("appflow-conn".into())
+                        .stack_size(CONN_STACK_BYTES)
                         .spawn(move || {
                             serve(stream, id, tx, &er, &reg);
                             lock(&reg).open.remove(&id);
@@ -583,8 +579,8 @@ mod tests {
         let (tx, rx) = mpsc::channel::<Incoming>();
         let server = ControlServer::bind(&path, tx).unwrap();
         echo_loop(rx);
-        // Three times the connection limit, all silent.
-        let idle: Vec<UnixStream> = (0..3 * MAX_CONNECTIONS)
+        // More than the connection limit, all silent.
+        let idle: Vec<UnixStream> = (0..MAX_CONNECTIONS + 40)
             .map(|_| UnixStream::connect(&path).unwrap())
             .collect();
         std::thread::sleep(Duration::from_millis(200));
