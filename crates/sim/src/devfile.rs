@@ -386,10 +386,9 @@ pub fn device(f: &DeviceFile, file: &str) -> Result<LoadedDevice, InputError> {
             "must be below the memory left to apps (dram_mib - reserved_mib)",
         ));
     }
-    let readahead = match s.readahead_kib {
-        Some(k) => k.checked_mul(KIB).unwrap_or(u64::MAX),
-        None => base.readahead_bytes,
-    };
+    let readahead = s
+        .readahead_kib
+        .map_or(base.readahead_bytes, |k| k.saturating_mul(KIB));
     if readahead == 0 || readahead > 64 * MIB {
         return Err(err(file, "device.readahead_kib", "must be in [1, 65536]"));
     }
