@@ -195,6 +195,8 @@ pub fn run_record(a: RecordArgs) -> anyhow::Result<()> {
     let saved = if a.dry_run {
         None
     } else {
+        // Temp files of recordings killed mid-write go before this one is saved.
+        crate::store::remove_stale_temp_files(store.dir());
         let p = store.record(&a.app, &rec.observation).map_err(store_err)?;
         Some((store.path_of(&a.app).map_err(store_err)?, p))
     };
