@@ -6,6 +6,9 @@
 //! domain, prepares it ([`crate::prepare`]), measures every session
 //! ([`crate::measure`]), builds the reports ([`crate::report`]), always tears
 //! the domain down, and checks that nothing is left behind.
+// Output goes through one fallible write, so a closed pipe ends the
+// command normally (`appflow_linux::cli::exit_code`) instead of panicking.
+#![deny(clippy::print_stdout)]
 
 use crate::device;
 use crate::domain::{self, Resource, Roots};
@@ -24,6 +27,7 @@ use appflow_core::report::RunReport;
 use appflow_core::storage::CurvePoint;
 use appflow_linux::store::write_atomic;
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::Path;
 
 /// What a run produced, plus the checks made after teardown.
@@ -303,13 +307,15 @@ pub fn run(a: BenchArgs) -> Result<()> {
             ));
         }
         let removed = live::cleanup(&Roots::default())?;
+        let mut text = String::new();
         if removed.is_empty() {
-            println!("nothing to clean up");
+            text.push_str("nothing to clean up\n");
         } else {
             for r in &removed {
-                println!("removed {r:?}");
+                text += &format!("removed {r:?}\n");
             }
         }
+        std::io::stdout().lock().write_all(text.as_bytes())?;
         return Ok(());
     }
     let o = options(&a)?;
@@ -339,14 +345,15 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if let Some(p) = &a.out {
         write_text(p, &json)?;
     }
+    let mut text = String::new();
     if a.format == "json" {
-        println!("{json}");
+        text = format!("{json}\n");
     } else {
         for r in &out.reports {
-            println!("{}", report::table(r));
+            text += &format!("{}\n", report::table(r));
         }
-        println!(
-            "domain torn down: {}",
+        text += &format!(
+            "domain torn down: {}\n",
             if out.leftovers.is_empty() {
                 "nothing left behind".to_string()
             } else {
@@ -354,6 +361,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             }
         );
     }
+    // A closed pipe is reported after the leftover check below.
+    let written = std::io::stdout().lock().write_all(text.as_bytes());
     if !out.changed_sysctls.is_empty() {
         eprintln!(
             "appflow bench: warning: sysctls differ after the run: {:?}",
@@ -363,7 +372,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if !out.leftovers.is_empty() {
         bail!("leftovers after teardown: {:?}", out.leftovers);
     }
-    Ok(())
+    Ok(written?)
 }
 
 /// The in-domain calibration recorded in a report's `extra.testbed`.
@@ -381,7 +390,7 @@ pub fn run_app(a: AppArgs) -> Result<()> {
     if let Some(f) = &a.io_test {
         let bps = synth::io_test(f, a.block_bytes, a.total_bytes)?;
         eprintln!("bytes_per_sec {bps:.0}");
-        println!("bytes_per_sec {bps:.0}");
+        writeln!(std::io::stdout().lock(), "bytes_per_sec {bps:.0}")?;
         return Ok(());
     }
     let spec_file = a.spec.as_ref().context("--spec")?;

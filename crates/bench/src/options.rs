@@ -242,6 +242,19 @@ pub fn options(a: &BenchArgs) -> Result<BenchOptions> {
             .as_ref()
             .ok_or_else(|| input("scenario trace needs --trace FILE"))?;
         trace = run::read_trace(p, a.trace_user.as_deref())?;
+        if trace.is_empty() {
+            return Err(input(format!(
+                "{}: no launch events{} (nothing to replay)",
+                p.display(),
+                a.trace_user
+                    .as_deref()
+                    .map(|u| format!(" for user {u:?}"))
+                    .unwrap_or_default()
+            )));
+        }
+        if a.trace_max_events == 0 {
+            return Err(input("--trace-max-events must be at least 1"));
+        }
         trace.truncate(a.trace_max_events);
         if !["error", "hash"].contains(&a.trace_map.as_str()) {
             return Err(input(format!(
@@ -252,8 +265,12 @@ pub fn options(a: &BenchArgs) -> Result<BenchOptions> {
         let names: Vec<String> = apps.iter().map(|s| s.name.clone()).collect();
         run::map_trace_apps(&mut trace, &names, a.trace_map == "hash")
             .map_err(|e| input(format!("{}: {e}", p.display())))?;
-        if a.time_compress.is_nan() || a.time_compress <= 0.0 {
-            return Err(input("--time-compress must be > 0"));
+        // Bounded so that every compressed gap is a valid Duration.
+        if !(a.time_compress.is_finite() && (1e-3..=1e7).contains(&a.time_compress)) {
+            return Err(input(format!(
+                "--time-compress must be in [0.001, 10000000], got {}",
+                a.time_compress
+            )));
         }
     }
     if !["auto", "record", "spec"].contains(&a.profiles.as_str()) {

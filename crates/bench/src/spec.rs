@@ -273,8 +273,15 @@ impl AppSpec {
     }
 }
 
+/// Largest size a spec may give, MiB (1 TiB): far above any testbed
+/// domain, and small enough that byte counts derived from it cannot overflow.
+pub const MAX_SPEC_MIB: f64 = (1u64 << 20) as f64;
+
+/// Longest time a spec may give, ms (one day).
+pub const MAX_SPEC_MS: u64 = 86_400_000;
+
 fn validate_synthetic(s: &SyntheticSpec) -> Result<(), (&'static str, String)> {
-    let pos = |v: f64| v.is_finite() && v >= 0.0;
+    let pos = |v: f64| v.is_finite() && (0.0..=MAX_SPEC_MIB).contains(&v);
     if s.small_file_min_kib == 0 {
         return Err(("small_file_min_kib", "must be > 0".into()));
     }
@@ -291,7 +298,10 @@ fn validate_synthetic(s: &SyntheticSpec) -> Result<(), (&'static str, String)> {
         return Err(("large_files", "must be <= 1000".into()));
     }
     if !pos(s.large_total_mib) {
-        return Err(("large_total_mib", "must be a number >= 0".into()));
+        return Err((
+            "large_total_mib",
+            format!("must be a number in [0, {MAX_SPEC_MIB}]"),
+        ));
     }
     if !pos(s.large_read_mib) || s.large_read_mib > s.large_total_mib {
         return Err(("large_read_mib", "must be in [0, large_total_mib]".into()));
@@ -306,13 +316,19 @@ fn validate_synthetic(s: &SyntheticSpec) -> Result<(), (&'static str, String)> {
         return Err(("read_block_kib", "must be in [1, 16384]".into()));
     }
     if !pos(s.anon_mib) {
-        return Err(("anon_mib", "must be a number >= 0".into()));
+        return Err((
+            "anon_mib",
+            format!("must be a number in [0, {MAX_SPEC_MIB}]"),
+        ));
     }
     if s.cpu_ms > 600_000 {
         return Err(("cpu_ms", "must be <= 600000".into()));
     }
     if !(0.0..=2.0).contains(&s.background_growth) {
         return Err(("background_growth", "must be in [0, 2]".into()));
+    }
+    if s.growth_ms > MAX_SPEC_MS {
+        return Err(("growth_ms", format!("must be <= {MAX_SPEC_MS} (one day)")));
     }
     Ok(())
 }
@@ -321,8 +337,8 @@ fn validate_command(c: &CommandSpec) -> Result<(), (&'static str, String)> {
     if c.argv.is_empty() || c.argv[0].is_empty() {
         return Err(("argv", "must name a program".into()));
     }
-    if c.timeout_ms == 0 {
-        return Err(("timeout_ms", "must be > 0".into()));
+    if c.timeout_ms == 0 || c.timeout_ms > MAX_SPEC_MS {
+        return Err(("timeout_ms", format!("must be in [1, {MAX_SPEC_MS}]")));
     }
     match c.ready {
         Ready::Stdout => {
@@ -476,6 +492,13 @@ growth_ms = 1000
         assert!(e.contains("`name`"), "{e}");
         let e = err(&GOOD.replace("small_file_max_kib = 64", "small_file_max_kib = 2"));
         assert!(e.contains("`synthetic.small_file_max_kib`"), "{e}");
+        // Absurd sizes are refused, not overflowed.
+        let e = err(&GOOD.replace("anon_mib = 30", "anon_mib = 1e300"));
+        assert!(e.contains("`synthetic.anon_mib`"), "{e}");
+        let e = err(&GOOD
+            .replace("large_total_mib = 100", "large_total_mib = 1e300")
+            .replace("large_read_mib = 80", "large_read_mib = 1e299"));
+        assert!(e.contains("`synthetic.large_total_mib`"), "{e}");
     }
 
     #[test]

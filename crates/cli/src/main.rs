@@ -4,7 +4,6 @@
 //! `appflow_linux::cli`, `appflow_bench::cli`); this file only composes them
 //! and maps errors to exit codes: 0 success, 1 failure, 2 bad input.
 
-use appflow_core::InputError;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -76,15 +75,5 @@ fn main() -> ExitCode {
         Cmd::PreloadWorker(a) => appflow_linux::cli::run_preload_worker(a),
         Cmd::BenchApp(a) => appflow_bench::cli::run_app(a),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("appflow: error: {e:#}");
-            if e.chain().any(|c| c.downcast_ref::<InputError>().is_some()) {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
-        }
-    }
+    appflow_linux::cli::exit_code("appflow", result)
 }

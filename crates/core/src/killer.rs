@@ -51,6 +51,36 @@ impl Default for KillerConfig {
     }
 }
 
+impl KillerConfig {
+    /// Checks the fields (finite fractions in [0, 1], bounded times); the
+    /// error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        for (field, v) in [
+            ("unknown_relaunch_fraction", self.unknown_relaunch_fraction),
+            ("trigger_avail_fraction", self.trigger_avail_fraction),
+            ("trigger_anon_share", self.trigger_anon_share),
+            (
+                "trigger_swap_free_fraction",
+                self.trigger_swap_free_fraction,
+            ),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("killer.{field} must be in [0, 1], got {v}"));
+            }
+        }
+        if !(0.0..=100.0).contains(&self.trigger_psi_some_avg10) {
+            return Err("killer.trigger_psi_some_avg10 must be in [0, 100]".into());
+        }
+        if self.recency_window_ms > 30 * 24 * 3_600_000 {
+            return Err("killer.recency_window_ms must be at most 30 days (2592000000)".into());
+        }
+        if self.settle_ms > 600_000 {
+            return Err("killer.settle_ms must be at most 600000".into());
+        }
+        Ok(())
+    }
+}
+
 /// A process the killer may consider.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Candidate {

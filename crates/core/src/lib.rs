@@ -74,6 +74,61 @@ impl Modules {
     };
 }
 
+/// The longest app name accepted, in bytes (names become profile file
+/// names, and file names are limited to 255 bytes).
+pub const MAX_APP_NAME_BYTES: usize = 200;
+
+/// The one rule for app names, used by the daemon's config, its control
+/// socket and the profile store alike: not blank, at most
+/// [`MAX_APP_NAME_BYTES`], no `/`, no `..` anywhere, not starting with `.`
+/// (dot files are the store's temp files), no control character (NUL
+/// included). `Err` says what is wrong.
+pub fn valid_app_name(name: &str) -> Result<(), &'static str> {
+    if name.trim().is_empty() {
+        Err("empty")
+    } else if name.len() > MAX_APP_NAME_BYTES {
+        Err("longer than 200 bytes")
+    } else if name.contains('/') {
+        Err("contains '/'")
+    } else if name.contains("..") {
+        Err("contains '..'")
+    } else if name.starts_with('.') {
+        Err("starts with '.'")
+    } else if name.chars().any(char::is_control) {
+        Err("contains a control character")
+    } else {
+        Ok(())
+    }
+}
+
+/// Whether the scheduler's app table may take a notified name: names it
+/// already has (declared in the configuration, profiled, or admitted
+/// before) always; a new undeclared one only when `allow_undeclared` is on
+/// and fewer than `max_undeclared` undeclared names are held. This keeps the
+/// table, and the memory and `status` reply that grow with it, bounded
+/// whatever a client sends. `Err` is the refusal's message.
+pub fn admit_app(
+    name: &str,
+    known: bool,
+    undeclared_held: usize,
+    allow_undeclared: bool,
+    max_undeclared: usize,
+) -> Result<(), String> {
+    if known {
+        Ok(())
+    } else if !allow_undeclared {
+        Err(format!(
+            "unknown app {name:?}: not declared ([[app]]) and no profile (set daemon.allow_undeclared_apps to accept it)"
+        ))
+    } else if undeclared_held >= max_undeclared {
+        Err(format!(
+            "unknown app {name:?}: {undeclared_held} undeclared apps already held (daemon.max_undeclared_apps)"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 /// An error caused by bad input: a name that does not exist, a malformed
 /// file, an impossible configuration. The binary exits with code 2 on it.
 #[derive(Debug, thiserror::Error)]
@@ -87,15 +142,43 @@ impl InputError {
     }
 }
 
-/// Whether `name` is usable as an app name: in the configuration, in
-/// events, and as a profile file name (`<name>.json`). One rule for all:
-/// 1-200 characters of letters, digits, `-`, `_`, `.` and `+`, not starting
-/// with `.` (no hidden files, no `.`/`..`).
-pub fn valid_app_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 200
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_bounds_undeclared_names() {
+        assert!(admit_app("a", true, 10, false, 1).is_ok());
+        let e = admit_app("a", false, 0, false, 256).unwrap_err();
+        assert!(e.contains("allow_undeclared_apps"), "{e}");
+        assert!(admit_app("a", false, 255, true, 256).is_ok());
+        let e = admit_app("a", false, 256, true, 256).unwrap_err();
+        assert!(e.contains("max_undeclared_apps"), "{e}");
+    }
+
+    #[test]
+    fn app_name_rule() {
+        for bad in [
+            "",
+            "  ",
+            "a/b",
+            "..",
+            ".x",
+            "a..b",
+            "x\0y",
+            "tab\there",
+            &"x".repeat(201),
+        ] {
+            assert!(valid_app_name(bad).is_err(), "{bad:?}");
+        }
+        for good in [
+            "tiktok",
+            "com.example.app",
+            "my app",
+            "a-b_c.1",
+            &"x".repeat(200),
+        ] {
+            assert_eq!(valid_app_name(good), Ok(()), "{good:?}");
+        }
+    }
 }

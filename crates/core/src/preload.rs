@@ -58,6 +58,36 @@ impl Default for PreloadConfig {
     }
 }
 
+impl PreloadConfig {
+    /// Checks the fields (positive where zero breaks the planner, bounded);
+    /// the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        use crate::{GIB, MIB};
+        if self.budget_bytes > 1024 * GIB {
+            return Err("preload.budget_bytes must be at most 1 TiB (1099511627776)".into());
+        }
+        if !(1..=GIB).contains(&self.budget_unit_bytes) {
+            return Err("preload.budget_unit_bytes must be in 1..=1073741824".into());
+        }
+        if !(1..=30).contains(&self.cutoff_count) {
+            return Err("preload.cutoff_count must be in 1..=30".into());
+        }
+        if !(4096..=64 * MIB).contains(&self.max_read_bytes) {
+            return Err("preload.max_read_bytes must be in 4096..=67108864".into());
+        }
+        if self.hot_segment_bytes > GIB {
+            return Err("preload.hot_segment_bytes must be at most 1073741824".into());
+        }
+        if !(100..=86_400_000).contains(&self.touch_interval_ms) {
+            return Err("preload.touch_interval_ms must be in 100..=86400000".into());
+        }
+        if !(1..=365 * 86_400_000).contains(&self.likelihood_window_ms) {
+            return Err("preload.likelihood_window_ms must be in 1..=31536000000".into());
+        }
+        Ok(())
+    }
+}
+
 /// The cutoff chosen for one app.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AppCutoff {

@@ -154,8 +154,8 @@ pub enum ProfileError {
         "profile version {found} is not supported (this build reads version {PROFILE_VERSION})"
     )]
     Version {
-        /// The version found.
-        found: u32,
+        /// The version found, as written in the file (`missing` when absent).
+        found: String,
     },
     /// The content breaks an invariant.
     #[error("invalid profile for app {app:?}: {what}")]
@@ -193,9 +193,18 @@ impl LaunchProfile {
                 found: format.to_string(),
             });
         }
-        let version = v.get("version").and_then(|x| x.as_u64()).unwrap_or(0) as u32;
-        if version != PROFILE_VERSION {
-            return Err(ProfileError::Version { found: version });
+        match v.get("version") {
+            Some(x) if x.as_u64() == Some(u64::from(PROFILE_VERSION)) => {}
+            Some(x) => {
+                return Err(ProfileError::Version {
+                    found: x.to_string(),
+                })
+            }
+            None => {
+                return Err(ProfileError::Version {
+                    found: "missing".into(),
+                })
+            }
         }
         let p: LaunchProfile =
             serde_json::from_value(v).map_err(|e| ProfileError::Malformed(e.to_string()))?;
@@ -556,8 +565,16 @@ mod tests {
         ));
         assert!(matches!(
             LaunchProfile::from_json(r#"{"format":"appflow-profile","version":9}"#),
-            Err(ProfileError::Version { found: 9 })
+            Err(ProfileError::Version { found }) if found == "9"
         ));
+        // Above u64 and above u32: reported as written, never as "version 0"
+        // (or truncated to a supported one).
+        for big in ["18446744073709551616", "4294967297"] {
+            let text = format!(r#"{{"format":"appflow-profile","version":{big}}}"#);
+            let e = LaunchProfile::from_json(&text).unwrap_err().to_string();
+            assert!(!e.contains("version 0") && !e.contains("version 1 "), "{e}");
+            assert!(e.contains("not supported"), "{e}");
+        }
         assert!(matches!(
             LaunchProfile::from_json("{"),
             Err(ProfileError::Malformed(_))

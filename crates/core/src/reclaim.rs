@@ -73,13 +73,23 @@ impl ReclaimConfig {
         }
     }
 
-    /// Checks the fields; the error names the field.
+    /// Checks the fields (finite, positive where zero would disable the
+    /// controller, bounded); the error names the field.
     pub fn validate(&self) -> Result<(), String> {
-        if self.tick_ms == 0 {
-            return Err("reclaim.tick_ms must be > 0".into());
+        if !(1..=60_000).contains(&self.tick_ms) {
+            return Err("reclaim.tick_ms must be in 1..=60000".into());
+        }
+        if !(1..=1 << 32).contains(&self.alloc_threshold_pages) {
+            return Err("reclaim.alloc_threshold_pages must be in 1..=4294967296".into());
+        }
+        if self.low_memory_bytes > 1 << 50 {
+            return Err("reclaim.low_memory_bytes must be at most 2^50 (1 PiB)".into());
         }
         if !(0.0..1.0).contains(&self.low_memory_fraction) {
             return Err("reclaim.low_memory_fraction must be in [0, 1)".into());
+        }
+        if !(1..=10_000_000).contains(&self.calm_ticks) {
+            return Err("reclaim.calm_ticks must be in 1..=10000000".into());
         }
         if !(0.0..=1.0).contains(&self.exit_alloc_ratio) {
             return Err("reclaim.exit_alloc_ratio must be in [0, 1]".into());
@@ -87,8 +97,14 @@ impl ReclaimConfig {
         if !(0.0..=1.0).contains(&self.anon_target_share) {
             return Err("reclaim.anon_target_share must be in [0, 1]".into());
         }
-        if self.exit_margin < 0.0 || !self.exit_margin.is_finite() {
-            return Err("reclaim.exit_margin must be >= 0".into());
+        if !(0.0..=10.0).contains(&self.exit_margin) {
+            return Err("reclaim.exit_margin must be in [0, 10]".into());
+        }
+        if !(crate::PAGE_BYTES..=16 * crate::GIB).contains(&self.rebalance_step_bytes) {
+            return Err("reclaim.rebalance_step_bytes must be in 4096..=17179869184".into());
+        }
+        if !(1..=3_600_000).contains(&self.rebalance_max_ms) {
+            return Err("reclaim.rebalance_max_ms must be in 1..=3600000".into());
         }
         Ok(())
     }

@@ -270,7 +270,7 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<Calibration, CalibrateError>
 
 /// Writes `<state_dir>/calibration.json` atomically (the directory is created).
 pub fn save_curve(state_dir: &Path, curve: &ThroughputCurve) -> Result<PathBuf, CalibrateError> {
-    std::fs::create_dir_all(state_dir).map_err(io_at(state_dir))?;
+    crate::store::create_private_dir(state_dir).map_err(io_at(state_dir))?;
     let path = state_dir.join(CALIBRATION_FILE);
     let text = serde_json::to_string_pretty(curve).expect("curve serialises");
     write_atomic(&path, text.as_bytes()).map_err(io_at(&path))?;

@@ -1,6 +1,10 @@
 //! `appflow daemon`, `appflow status`, `appflow notify`, and the hidden
 //! `appflow preload-worker`.
+// Output goes through one fallible write, so a closed pipe ends the
+// command normally (`appflow_linux::cli::exit_code`) instead of panicking.
+#![deny(clippy::print_stdout)]
 
+use crate::cli::{emit, out};
 use crate::config::Config;
 use crate::daemon::run::{install_signal_handlers, Runtime, WorkerCommand};
 use crate::daemon::EventKind;
@@ -134,8 +138,8 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
         // The domain must exist too; nothing is changed.
         crate::daemon::run::open_domain(&cfg)?;
         let sc = cfg.scheduler_config();
-        println!(
-            "config OK: policy {}, domain {:?}{}, preload {:?}, reclaim {}, killer {:?}, {} declared apps",
+        emit(&format!(
+            "config OK: policy {}, domain {:?}{}, preload {:?}, reclaim {}, killer {:?}, {} declared apps\n",
             sc.policy.name,
             cfg.domain.kind,
             if cfg.domain.memory_cgroup.as_os_str().is_empty() {
@@ -147,7 +151,7 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
             on(sc.reclaim_active()),
             sc.killer_strategy(),
             cfg.apps.len()
-        );
+        ))?;
         return Ok(());
     }
     let stop = install_signal_handlers()?;
@@ -182,17 +186,17 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
         anyhow::bail!("daemon: {}", v["error"].as_str().unwrap_or("error"));
     }
     if a.metrics {
-        print!("{}", v["text"].as_str().unwrap_or(""));
-        return Ok(());
+        return emit(v["text"].as_str().unwrap_or(""));
     }
     if a.format == StatusFormat::Json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
+        return emit(&format!("{}\n", serde_json::to_string_pretty(&v)?));
     }
+    let mut o = String::new();
     let d = &v["domain"];
     let p = &v["preload"];
     let l = &v["loop"];
-    println!(
+    out!(
+        o,
         "appflow daemon pid {}{}, up {} s",
         v["pid"],
         if v["dry_run"] == true {
@@ -202,9 +206,10 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
         },
         v["uptime_ms"].as_u64().unwrap_or(0) / 1000
     );
-    println!("mode            {}", v["mode"].as_str().unwrap_or("?"));
-    println!("domain          {}", d["kind"].as_str().unwrap_or("?"));
-    println!(
+    out!(o, "mode            {}", v["mode"].as_str().unwrap_or("?"));
+    out!(o, "domain          {}", d["kind"].as_str().unwrap_or("?"));
+    out!(
+        o,
         "memory          total {}, available {} (M_F {}), anon {}, file {}",
         mib(&d["total_bytes"]),
         mib(&d["available_bytes"]),
@@ -212,27 +217,39 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
         mib(&d["anon_bytes"]),
         mib(&d["file_bytes"])
     );
-    println!(
+    out!(
+        o,
         "n_alloc         {} pages/tick, PSI some avg10 {}",
-        d["alloc_pages_per_tick"], d["psi_some_avg10"]
+        d["alloc_pages_per_tick"],
+        d["psi_some_avg10"]
     );
-    println!(
+    out!(
+        o,
         "preload         {} ({}): budget {}, plan {}, standby {}, protected {}, loaded {} in {} loads",
         if p["enabled"] == true { "on" } else { "off" },
         p["strategy"].as_str().unwrap_or("?"),
         mib(&p["budget_bytes"]), mib(&p["plan_bytes"]), mib(&p["standby_bytes"]), mib(&p["protected_bytes"]), mib(&p["loaded_bytes"]), p["loads"]
     );
-    println!(
+    out!(
+        o,
         "foreground      {}",
         v["foreground"].as_str().unwrap_or("-")
     );
-    println!(
+    out!(
+        o,
         "kills           {}   mode switches {}   processes {}",
-        v["kills"], v["mode_switches"], v["processes"]
+        v["kills"],
+        v["mode_switches"],
+        v["processes"]
     );
-    println!(
+    out!(
+        o,
         "loop            {} ticks, jitter p50 {} ms p99 {} ms, work p50 {} ms p99 {} ms",
-        l["ticks"], l["jitter_p50_ms"], l["jitter_p99_ms"], l["work_p50_ms"], l["work_p99_ms"]
+        l["ticks"],
+        l["jitter_p50_ms"],
+        l["jitter_p99_ms"],
+        l["work_p50_ms"],
+        l["work_p99_ms"]
     );
     let r = &v["reclaim"];
     let errors: Vec<String> = r["page_out_errors"]
@@ -241,7 +258,8 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
         .flatten()
         .map(|e| format!("{} {}", e["name"].as_str().unwrap_or("?"), e["count"]))
         .collect();
-    println!(
+    out!(
+        o,
         "page-out        {} in {} calls, errors: {}",
         mib(&r["paged_out_bytes"]),
         r["page_out_calls"],
@@ -252,13 +270,20 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
         }
     );
     let changed = v["changed_settings"].as_array().map(Vec::len).unwrap_or(0);
-    println!("changed         {changed} settings (restored on exit)");
-    println!(
+    out!(o, "changed         {changed} settings (restored on exit)");
+    out!(
+        o,
         "\n{:<20} {:>6} {:>4} {:>5} {:>8} {:>12}  pids",
-        "app", "fg", "lnch", "prof", "cutoff", "preload"
+        "app",
+        "fg",
+        "lnch",
+        "prof",
+        "cutoff",
+        "preload"
     );
     for app in v["apps"].as_array().into_iter().flatten() {
-        println!(
+        out!(
+            o,
             "{:<20} {:>6} {:>4} {:>5} {:>8} {:>12}  {}",
             app["name"].as_str().unwrap_or("?"),
             if app["foreground"] == true { "yes" } else { "" },
@@ -272,13 +297,14 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
             app["pids"]
         );
     }
-    println!("\nlast decisions (newest first):");
+    out!(o, "\nlast decisions (newest first):");
     for dcs in v["decisions"].as_array().into_iter().flatten() {
         let reason = match (dcs["reason"].as_str(), dcs["code"].as_u64()) {
             (Some(r), Some(c)) => format!("{r}({c})"),
             _ => "-".into(),
         };
-        println!(
+        out!(
+            o,
             "  {:>9.1}s {:<8} {:<28} {}",
             dcs["at_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
             dcs["kind"].as_str().unwrap_or(""),
@@ -286,13 +312,13 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
             dcs["detail"].as_str().unwrap_or("")
         );
     }
-    Ok(())
+    emit(&o)
 }
 
 /// Runs `appflow notify`.
 pub fn run_notify(a: NotifyArgs) -> anyhow::Result<()> {
-    if !crate::config::valid_app_name(&a.app) {
-        return Err(InputError::new(format!("invalid app name {:?}", a.app)).into());
+    if let Err(why) = appflow_core::valid_app_name(&a.app) {
+        return Err(InputError::new(format!("invalid app name {:?}: {why}", a.app)).into());
     }
     let v = request(
         &a.socket,
@@ -306,7 +332,7 @@ pub fn run_notify(a: NotifyArgs) -> anyhow::Result<()> {
     if v["ok"] == true {
         // The confirmation is the command's output: stdout.
         if let Some(m) = v["message"].as_str() {
-            println!("{m}");
+            emit(&format!("{m}\n"))?;
         }
         Ok(())
     } else if v["bad_input"] == true {

@@ -1,7 +1,8 @@
 //! `appflow doctor`: which kernel interfaces this machine offers the daemon.
 
 use crate::actuators::Features;
-use crate::cli_profiles::{emit, Format};
+use crate::cli::emit;
+use crate::cli_profiles::Format;
 use crate::doctor::{render_table, run_checks, Roots};
 use std::path::PathBuf;
 

@@ -1,6 +1,10 @@
 //! `appflow record`, `appflow apps`, `appflow calibrate`.
+// Output goes through one fallible write, so a closed pipe ends the
+// command normally (`appflow_linux::cli::exit_code`) instead of panicking.
+#![deny(clippy::print_stdout)]
 
 use crate::calibrate::{self, CalibrateOptions, DEFAULT_FILE_BYTES, SPEEDUP_BLOCKS};
+use crate::cli::{emit, out};
 use crate::recorder::{record_launch, Readiness, RecordError, RecordOptions};
 use crate::store::{validate_app_name, ProfileStore, StoreError};
 use anyhow::Context;
@@ -11,24 +15,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The daemon's default state directory.
 const DEFAULT_STATE_DIR: &str = "/var/lib/appflow";
-
-/// Appends a line to an output buffer (printed at once by [`emit`]).
-macro_rules! out {
-    ($o:expr, $($t:tt)*) => {{
-        use std::fmt::Write as _;
-        let _ = writeln!($o, $($t)*);
-    }};
-}
-
-/// Prints command output; a closed pipe (`appflow apps | head`) is not an error.
-pub(crate) fn emit(text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
-}
 
 /// Output format of data commands.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -209,6 +195,8 @@ pub fn run_record(a: RecordArgs) -> anyhow::Result<()> {
     let saved = if a.dry_run {
         None
     } else {
+        // Temp files of recordings killed mid-write go before this one is saved.
+        crate::store::remove_stale_temp_files(store.dir());
         let p = store.record(&a.app, &rec.observation).map_err(store_err)?;
         Some((store.path_of(&a.app).map_err(store_err)?, p))
     };

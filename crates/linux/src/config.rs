@@ -97,9 +97,18 @@ pub struct DaemonSection {
     /// The registered policy to run (`appflow sim --help` lists them all;
     /// policies that change the kernel itself run in the simulator only).
     pub policy: String,
-    /// Apps neither declared (`[[app]]`) nor profiled that `notify` may add.
+    /// Accept `notify` for app names neither declared (`[[app]]`) nor
+    /// profiled (`appflow record`), up to `max_undeclared_apps` of them.
+    pub allow_undeclared_apps: bool,
+    /// Most undeclared app names remembered when `allow_undeclared_apps`
+    /// is on (bounds the daemon's app table; 1..=4096).
     pub max_undeclared_apps: usize,
 }
+
+/// Default of `daemon.max_undeclared_apps`: well above the apps a device
+/// uses (seed 000's 100-day traces switch between 60 apps), small enough
+/// that the daemon's app table and `status` reply stay small.
+pub const DEFAULT_MAX_UNDECLARED_APPS: usize = 256;
 
 impl Default for DaemonSection {
     fn default() -> Self {
@@ -115,7 +124,8 @@ impl Default for DaemonSection {
             launch_timeout_ms: 30_000,
             proc_root: PathBuf::from("/proc"),
             policy: "appflow".into(),
-            max_undeclared_apps: 256,
+            allow_undeclared_apps: false,
+            max_undeclared_apps: DEFAULT_MAX_UNDECLARED_APPS,
         }
     }
 }
@@ -284,7 +294,11 @@ impl TryFrom<toml::Table> for KillerSection {
     }
 }
 
-pub use appflow_core::valid_app_name;
+/// Is `name` usable as an app name (and profile file name)? The shared
+/// rule, [`appflow_core::valid_app_name`].
+pub fn valid_app_name(name: &str) -> bool {
+    appflow_core::valid_app_name(name).is_ok()
+}
 
 impl Config {
     /// Parses and validates TOML text; `origin` names the source in errors.
@@ -327,8 +341,14 @@ impl Config {
         if d.scan_interval_ms < d.tick_ms {
             return bad("daemon.scan_interval_ms", "must be >= daemon.tick_ms");
         }
-        if d.launch_timeout_ms == 0 {
-            return bad("daemon.launch_timeout_ms", "must be > 0");
+        if d.launch_timeout_ms == 0 || d.launch_timeout_ms > 3_600_000 {
+            return bad("daemon.launch_timeout_ms", "must be in 1..=3600000");
+        }
+        if d.scan_interval_ms > 3_600_000 {
+            return bad("daemon.scan_interval_ms", "must be at most 3600000");
+        }
+        if !(1..=4096).contains(&d.max_undeclared_apps) {
+            return bad("daemon.max_undeclared_apps", "must be in 1..=4096");
         }
         match appflow_core::policy::lookup(&d.policy) {
             Ok(p) => {
@@ -353,49 +373,25 @@ impl Config {
             }
             _ => {}
         }
-        let p = &self.preload.core;
-        if p.budget_unit_bytes == 0 {
-            return bad("preload.budget_unit_bytes", "must be > 0");
-        }
-        if p.cutoff_count == 0 || p.cutoff_count > 30 {
-            return bad("preload.cutoff_count", "must be in 1..=30");
-        }
-        if p.max_read_bytes < 4096 || p.max_read_bytes > 64 << 20 {
-            return bad("preload.max_read_bytes", "must be in 4096..=67108864");
-        }
-        if p.touch_interval_ms < 100 {
-            return bad("preload.touch_interval_ms", "must be >= 100");
-        }
-        if let Err(msg) = self.reclaim.core.validate() {
-            // The core names the field itself ("reclaim.x must ...").
-            let field = msg
-                .split_whitespace()
-                .next()
-                .unwrap_or("reclaim")
-                .to_string();
-            return Err((field, msg));
-        }
-        let k = &self.killer.core;
-        for (f, v) in [
-            (
-                "killer.unknown_relaunch_fraction",
-                k.unknown_relaunch_fraction,
-            ),
-            ("killer.trigger_avail_fraction", k.trigger_avail_fraction),
-            ("killer.trigger_anon_share", k.trigger_anon_share),
+        // The core checks its own fields and names them ("reclaim.x must ...").
+        for check in [
+            self.preload.core.validate(),
+            self.reclaim.core.validate(),
+            self.killer.core.validate(),
         ] {
-            if !(0.0..=1.0).contains(&v) {
-                return bad(f, "must be in [0, 1]");
+            if let Err(msg) = check {
+                let field = msg.split_whitespace().next().unwrap_or("").to_string();
+                return Err((field, msg));
             }
-        }
-        if !(0.0..=100.0).contains(&k.trigger_psi_some_avg10) {
-            return bad("killer.trigger_psi_some_avg10", "must be in [0, 100]");
         }
         let mut seen = std::collections::BTreeSet::new();
         for (i, a) in self.apps.iter().enumerate() {
             let f = |x: &str| format!("app[{i}].{x}");
-            if !valid_app_name(&a.name) {
-                return Err((f("name"), format!("{:?} is not a valid app name", a.name)));
+            if let Err(why) = appflow_core::valid_app_name(&a.name) {
+                return Err((
+                    f("name"),
+                    format!("{:?} is not a valid app name: {why}", a.name),
+                ));
             }
             if !seen.insert(a.name.as_str()) {
                 return Err((f("name"), format!("{:?} is declared twice", a.name)));
@@ -509,6 +505,36 @@ mod tests {
             ("[[app]]\nname = \"a\"\n", "app[0].exe"),
             ("[[app]]\nname = \"a\"\ncmdline = \"(\"\n", "app[0].cmdline"),
             ("[daemon]\ntick_ms = \"fast\"\n", "tick_ms"),
+            // Every numeric field is range-checked (issue: these were accepted).
+            (
+                "[killer]\ntrigger_swap_free_fraction = nan\n",
+                "killer.trigger_swap_free_fraction",
+            ),
+            (
+                "[killer]\ntrigger_swap_free_fraction = -0.5\n",
+                "killer.trigger_swap_free_fraction",
+            ),
+            (
+                "[reclaim]\nalloc_threshold_pages = 0\n",
+                "reclaim.alloc_threshold_pages",
+            ),
+            ("[reclaim]\ncalm_ticks = 0\n", "reclaim.calm_ticks"),
+            ("[reclaim]\nexit_margin = inf\n", "reclaim.exit_margin"),
+            (
+                "[preload]\nlikelihood_window_ms = 0\n",
+                "preload.likelihood_window_ms",
+            ),
+            (
+                "[preload]\nbudget_unit_bytes = 0\n",
+                "preload.budget_unit_bytes",
+            ),
+            ("[killer]\nsettle_ms = 18446744073709551615\n", "settle_ms"),
+            (
+                "[daemon]\nmax_undeclared_apps = 0\n",
+                "daemon.max_undeclared_apps",
+            ),
+            ("[[app]]\nname = \".x\"\nexe = \"/x\"\n", "app[0].name"),
+            ("[[app]]\nname = \"a..b\"\nexe = \"/x\"\n", "app[0].name"),
         ];
         for (text, field) in cases {
             let e = Config::from_toml(text, "f.toml").unwrap_err().to_string();
@@ -523,6 +549,8 @@ mod tests {
         assert!(!valid_app_name(""));
         assert!(!valid_app_name(".."));
         assert!(!valid_app_name("a/b"));
+        // The store refuses these as file names; so does the config.
         assert!(!valid_app_name(".x"));
+        assert!(!valid_app_name("a..b"));
     }
 }

@@ -171,7 +171,7 @@ impl Journal {
             };
         }
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
+            crate::store::create_private_dir(dir).map_err(io("creating", dir))?;
         }
         let file = JournalFile {
             format: JOURNAL_FORMAT.into(),

@@ -17,6 +17,7 @@ pub mod actuators;
 pub mod config;
 pub mod daemon;
 pub mod journal;
+pub mod lock;
 pub mod procevents;
 pub mod socket;
 

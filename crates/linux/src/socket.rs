@@ -10,21 +10,45 @@
 //! unknown commands get an error reply; the daemon keeps running. The
 //! accept loop runs on its own thread and hands each valid request to the
 //! main loop through a channel, so every decision stays on the loop thread.
+//!
+//! Limits, so that a stuck or hostile client cannot starve `status`:
+//! - a whole request must arrive within [`REQUEST_DEADLINE`] of the
+//!   connection (or of the previous reply), however it trickles in;
+//! - at most [`MAX_CONNECTIONS`] are served at once; when all are taken, the
+//!   connection waiting longest for its request is closed to make room
+//!   (or, when every one has a request with the main loop, the oldest of
+//!   those: its reply is lost, a new client is always served);
+//! - a reply is serialised first and written in one `write` (within
+//!   [`REPLY_DEADLINE`]); one above [`MAX_REPLY_BYTES`] becomes an error.
 
 use crate::daemon::EventKind;
+use appflow_core::InputError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::collections::BTreeMap;
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Longest request line accepted.
 pub const MAX_LINE_BYTES: u64 = 64 * 1024;
-/// Most connections served at once.
-pub const MAX_CONNECTIONS: usize = 32;
+/// Most connections served at once (one small thread each): room for a
+/// launcher, `status` pollers and a few hundred concurrent clients.
+pub const MAX_CONNECTIONS: usize = 256;
+/// Stack of a connection thread (it parses one line and writes one reply).
+const CONN_STACK_BYTES: usize = 256 << 10;
+/// Time a client has to send a whole request line (`appflow status` and
+/// `notify` send theirs at once).
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+/// Time a client has to take a whole reply.
+pub const REPLY_DEADLINE: Duration = Duration::from_secs(5);
+/// Largest reply sent (a `status` with every app table entry is far below).
+pub const MAX_REPLY_BYTES: usize = 4 << 20;
+/// Longest wait for the main loop's answer to one request.
+const LOOP_ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A control request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,6 +70,19 @@ pub enum Request {
     },
 }
 
+/// Parses one request line (without its newline): JSON of a known command,
+/// no unknown field, and for `notify` an app name that passes
+/// [`appflow_core::valid_app_name`]. `Err` is the message of the error reply.
+pub fn parse_request(line: &str) -> Result<Request, String> {
+    let req: Request =
+        serde_json::from_str(line.trim()).map_err(|e| format!("bad request: {e}"))?;
+    if let Request::Notify { app, .. } = &req {
+        appflow_core::valid_app_name(app)
+            .map_err(|why| format!("bad request: invalid app name {app:?}: {why}"))?;
+    }
+    Ok(req)
+}
+
 /// A request waiting for the main loop's reply.
 #[derive(Debug)]
 pub struct Incoming {
@@ -59,6 +96,7 @@ pub struct Incoming {
 #[derive(Debug)]
 pub struct ControlServer {
     path: PathBuf,
+    ident: Option<(u64, u64)>,
     stop: Arc<AtomicBool>,
     /// Requests refused (malformed, unauthorised, too long).
     pub errors: Arc<AtomicU64>,
@@ -83,68 +121,279 @@ fn peer_allowed(stream: &UnixStream) -> Result<(), String> {
     }
 }
 
-fn serve(stream: UnixStream, tx: mpsc::Sender<Incoming>, errors: Arc<AtomicU64>) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
-    let Ok(mut out) = stream.try_clone() else {
-        return;
+/// The connections being served, so the accept loop can close the one
+/// waiting longest for its request when all slots are taken.
+#[derive(Debug, Default)]
+struct Conns {
+    next_id: u64,
+    open: BTreeMap<u64, Conn>,
+}
+
+#[derive(Debug)]
+struct Conn {
+    stream: UnixStream,
+    /// Since when it has been waiting for (or reading) its request.
+    since: Instant,
+    /// Its request is with the main loop (never closed then).
+    busy: bool,
+}
+
+type Registry = Arc<Mutex<Conns>>;
+
+fn lock(r: &Registry) -> std::sync::MutexGuard<'_, Conns> {
+    r.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Conns {
+    fn set(&mut self, id: u64, busy: bool) {
+        if let Some(c) = self.open.get_mut(&id) {
+            c.busy = busy;
+            c.since = Instant::now();
+        }
+    }
+
+    /// Makes room for one more connection: closes the one waiting longest
+    /// for its request, or else the oldest waiting for the main loop.
+    fn make_room(&mut self) {
+        if self.open.len() < MAX_CONNECTIONS {
+            return;
+        }
+        let victim = self
+            .open
+            .iter()
+            .min_by_key(|(_, c)| (c.busy, c.since))
+            .map(|(&id, _)| id);
+        if let Some(c) = victim.and_then(|id| self.open.remove(&id)) {
+            // Its thread's read or write fails at once and it ends.
+            let _ = c.stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// What reading one request line gave.
+enum LineRead {
+    Line(String),
+    Eof,
+    TooLong,
+    Late,
+    Failed(std::io::Error),
+}
+
+/// Reads one line from `stream` (bytes past it stay in `pending`), all of
+/// it before `deadline`.
+fn read_line_by(
+    stream: &mut UnixStream,
+    pending: &mut Vec<u8>,
+    deadline: Instant,
+    max_bytes: u64,
+) -> LineRead {
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(pos) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=pos).collect();
+            return LineRead::Line(String::from_utf8_lossy(&line).into_owned());
+        }
+        if pending.len() as u64 >= max_bytes {
+            return LineRead::TooLong;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return LineRead::Late;
+        }
+        let _ = stream.set_read_timeout(Some(left));
+        match stream.read(&mut chunk) {
+            Ok(0) if pending.is_empty() => return LineRead::Eof,
+            // A last request without its newline.
+            Ok(0) => {
+                let line = std::mem::take(pending);
+                return LineRead::Line(String::from_utf8_lossy(&line).into_owned());
+            }
+            Ok(n) => pending.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return LineRead::Late
+            }
+            Err(e) => return LineRead::Failed(e),
+        }
+    }
+}
+
+/// One reply as bytes (a line), or an error reply when it is too large.
+fn reply_bytes(v: &Value) -> Vec<u8> {
+    let mut b = serde_json::to_vec(v).unwrap_or_default();
+    if b.len() >= MAX_REPLY_BYTES {
+        b = serde_json::to_vec(&error_reply(format!(
+            "reply of {} bytes is above the limit of {MAX_REPLY_BYTES}",
+            b.len()
+        )))
+        .unwrap_or_default();
+    }
+    b.push(b'\n');
+    b
+}
+
+/// Writes a whole reply before `deadline`; false when the client is gone or slow.
+fn write_by(stream: &mut UnixStream, mut buf: &[u8], deadline: Instant) -> bool {
+    while !buf.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let _ = stream.set_write_timeout(Some(left));
+        match stream.write(buf) {
+            Ok(0) => return false,
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+fn serve(
+    mut stream: UnixStream,
+    id: u64,
+    tx: mpsc::Sender<Incoming>,
+    errors: &AtomicU64,
+    conns: &Registry,
+) {
+    let reply = |stream: &mut UnixStream, v: &Value| {
+        write_by(stream, &reply_bytes(v), Instant::now() + REPLY_DEADLINE)
     };
-    let mut write = |v: &Value| writeln!(out, "{v}").and_then(|_| out.flush()).is_ok();
     if let Err(e) = peer_allowed(&stream) {
         errors.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(error = %e, "control socket: peer refused");
-        write(&error_reply(e));
+        reply(&mut stream, &error_reply(e));
         return;
     }
-    let mut reader = BufReader::new(stream);
+    let mut pending = Vec::new();
     loop {
-        let mut line = String::new();
-        let n = match (&mut reader).take(MAX_LINE_BYTES).read_line(&mut line) {
-            Ok(n) => n,
-            Err(e) => {
+        lock(conns).set(id, false);
+        let line = match read_line_by(
+            &mut stream,
+            &mut pending,
+            Instant::now() + REQUEST_DEADLINE,
+            MAX_LINE_BYTES,
+        ) {
+            LineRead::Line(l) => l,
+            LineRead::Eof => return,
+            LineRead::TooLong => {
                 errors.fetch_add(1, Ordering::Relaxed);
-                write(&error_reply(format!("bad request: {e}")));
+                reply(
+                    &mut stream,
+                    &error_reply(format!("request longer than {MAX_LINE_BYTES} bytes")),
+                );
+                return;
+            }
+            LineRead::Late => {
+                errors.fetch_add(1, Ordering::Relaxed);
+                reply(
+                    &mut stream,
+                    &error_reply(format!(
+                        "no complete request within {} s",
+                        REQUEST_DEADLINE.as_secs()
+                    )),
+                );
+                return;
+            }
+            LineRead::Failed(e) => {
+                errors.fetch_add(1, Ordering::Relaxed);
+                reply(&mut stream, &error_reply(format!("bad request: {e}")));
                 return;
             }
         };
-        if n == 0 {
-            return;
-        }
-        if !line.ends_with('\n') && n as u64 >= MAX_LINE_BYTES {
-            errors.fetch_add(1, Ordering::Relaxed);
-            write(&error_reply(format!(
-                "request longer than {MAX_LINE_BYTES} bytes"
-            )));
-            return;
-        }
         if line.trim().is_empty() {
             continue;
         }
-        let reply = match serde_json::from_str::<Request>(line.trim()) {
+        let answer = match parse_request(&line) {
             Err(e) => {
                 errors.fetch_add(1, Ordering::Relaxed);
-                error_reply(format!("bad request: {e}"))
+                error_reply(e)
             }
             Ok(req) => {
+                lock(conns).set(id, true);
                 let (rtx, rrx) = mpsc::channel();
                 if tx.send(Incoming { req, reply: rtx }).is_err() {
                     error_reply("daemon is shutting down")
                 } else {
-                    rrx.recv_timeout(Duration::from_secs(10))
+                    rrx.recv_timeout(LOOP_ANSWER_TIMEOUT)
                         .unwrap_or_else(|_| error_reply("daemon did not answer in time"))
                 }
             }
         };
-        if !write(&reply) {
+        lock(conns).set(id, false);
+        if !reply(&mut stream, &answer) {
             return;
         }
     }
 }
 
+/// The socket file that this daemon bound (device and inode), so that
+/// shutdown removes it only while it is still ours.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Clears the way for binding `path`: nothing there, or a stale socket of
+/// this user that nobody answers on (removed, except in a dry run). Any
+/// other file is left alone and refused.
+fn clear_stale_socket(path: &Path, dry_run: bool) -> anyhow::Result<()> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => anyhow::bail!("control socket {}: {e}", path.display()),
+    };
+    if !m.file_type().is_socket() {
+        return Err(InputError::new(format!(
+            "control socket {}: a file that is not a socket is there; refusing to remove it",
+            path.display()
+        ))
+        .into());
+    }
+    if UnixStream::connect(path).is_ok() {
+        return Err(
+            InputError::new(format!("another daemon is listening on {}", path.display())).into(),
+        );
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if m.uid() != me {
+        return Err(InputError::new(format!(
+            "control socket {}: a stale socket of uid {} is there, not ours (uid {me}); refusing to remove it",
+            path.display(),
+            m.uid()
+        ))
+        .into());
+    }
+    if dry_run {
+        return Err(InputError::new(format!(
+            "control socket {}: a stale socket is there and a dry run removes nothing; remove it or choose another --socket",
+            path.display()
+        ))
+        .into());
+    }
+    std::fs::remove_file(path)
+        .map_err(|e| anyhow::anyhow!("removing stale socket {}: {e}", path.display()))
+}
+
 impl ControlServer {
-    /// Binds `path` (mode 0600; parent created with 0755), refusing when
-    /// another daemon answers there, and starts the accept thread.
+    /// [`ControlServer::bind_with`] outside a dry run.
     pub fn bind(path: &Path, tx: mpsc::Sender<Incoming>) -> anyhow::Result<Self> {
+        Self::bind_with(path, tx, false)
+    }
+
+    /// Binds `path` (mode 0600; parent created with 0755) and starts the
+    /// accept thread. Refused when another daemon answers there or a file
+    /// other than a stale socket of this user is there; a stale socket is
+    /// removed, except in a dry run (`dry_run`), which removes nothing.
+    pub fn bind_with(
+        path: &Path,
+        tx: mpsc::Sender<Incoming>,
+        dry_run: bool,
+    ) -> anyhow::Result<Self> {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             if !dir.exists() {
@@ -155,20 +404,15 @@ impl ControlServer {
                     .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
             }
         }
-        if path.exists() {
-            if UnixStream::connect(path).is_ok() {
-                anyhow::bail!("another daemon is listening on {}", path.display());
-            }
-            std::fs::remove_file(path)
-                .map_err(|e| anyhow::anyhow!("removing stale socket {}: {e}", path.display()))?;
-        }
+        clear_stale_socket(path, dry_run)?;
         let listener = UnixListener::bind(path)
             .map_err(|e| anyhow::anyhow!("binding control socket {}: {e}", path.display()))?;
+        let ident = identity(path);
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
             .map_err(|e| anyhow::anyhow!("chmod 0600 {}: {e}", path.display()))?;
         let stop = Arc::new(AtomicBool::new(false));
         let errors = Arc::new(AtomicU64::new(0));
-        let active = Arc::new(AtomicUsize::new(0));
+        let conns: Registry = Arc::default();
         let (st, er) = (Arc::clone(&stop), Arc::clone(&errors));
         std::thread::Builder::new()
             .name("appflow-socket".into())
@@ -178,27 +422,41 @@ impl ControlServer {
                         break;
                     }
                     let Ok(stream) = conn else { continue };
-                    if active.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-                        er.fetch_add(1, Ordering::Relaxed);
-                        let mut s = stream;
-                        let _ = writeln!(s, "{}", error_reply("too many connections"));
-                        continue;
-                    }
-                    active.fetch_add(1, Ordering::Relaxed);
-                    let (tx, er, active) = (tx.clone(), Arc::clone(&er), Arc::clone(&active));
+                    let id = {
+                        let mut c = lock(&conns);
+                        let Ok(clone) = stream.try_clone() else {
+                            continue;
+                        };
+                        c.make_room();
+                        let id = c.next_id;
+                        c.next_id += 1;
+                        c.open.insert(
+                            id,
+                            Conn {
+                                stream: clone,
+                                since: Instant::now(),
+                                busy: false,
+                            },
+                        );
+                        id
+                    };
+                    let (tx, er, reg) = (tx.clone(), Arc::clone(&er), Arc::clone(&conns));
                     let spawned = std::thread::Builder::new()
                         .name("appflow-conn".into())
+                        .stack_size(CONN_STACK_BYTES)
                         .spawn(move || {
-                            serve(stream, tx, er);
-                            active.fetch_sub(1, Ordering::Relaxed);
+                            serve(stream, id, tx, &er, &reg);
+                            lock(&reg).open.remove(&id);
                         });
                     if spawned.is_err() {
+                        lock(&conns).open.remove(&id);
                         tracing::warn!("control socket: cannot spawn a connection thread");
                     }
                 }
             })?;
         Ok(Self {
             path: path.to_path_buf(),
+            ident,
             stop,
             errors,
         })
@@ -209,12 +467,15 @@ impl ControlServer {
         &self.path
     }
 
-    /// Stops accepting and removes the socket file.
+    /// Stops accepting and removes the socket file (only while it is the
+    /// one this server bound).
     pub fn shutdown(&self) {
         if !self.stop.swap(true, Ordering::Relaxed) {
             // Wake the accept loop so it sees the flag.
             let _ = UnixStream::connect(&self.path);
-            let _ = std::fs::remove_file(&self.path);
+            if self.ident.is_some() && identity(&self.path) == self.ident {
+                let _ = std::fs::remove_file(&self.path);
+            }
         }
     }
 }
@@ -233,10 +494,22 @@ pub fn request(path: &Path, req: &Request) -> anyhow::Result<Value> {
             path.display()
         )
     })?;
-    s.set_read_timeout(Some(Duration::from_secs(15)))?;
-    writeln!(s, "{}", serde_json::to_string(req)?)?;
-    let mut line = String::new();
-    BufReader::new(&s).read_line(&mut line)?;
+    let mut line = serde_json::to_vec(req)?;
+    line.push(b'\n');
+    s.write_all(&line)?;
+    // The daemon's own limits bound the wait: its answer timeout and the
+    // reply deadline, plus a margin.
+    let deadline = Instant::now() + LOOP_ANSWER_TIMEOUT + REPLY_DEADLINE + Duration::from_secs(1);
+    let mut pending = Vec::new();
+    let line = match read_line_by(&mut s, &mut pending, deadline, MAX_REPLY_BYTES as u64) {
+        LineRead::Line(l) => l,
+        LineRead::Eof => String::new(),
+        LineRead::TooLong => {
+            anyhow::bail!("the daemon's reply is longer than {MAX_REPLY_BYTES} bytes")
+        }
+        LineRead::Late => anyhow::bail!("the daemon at {} did not answer in time", path.display()),
+        LineRead::Failed(e) => return Err(e.into()),
+    };
     if line.trim().is_empty() {
         anyhow::bail!(
             "the daemon at {} closed the connection without a reply",
@@ -249,6 +522,130 @@ pub fn request(path: &Path, req: &Request) -> anyhow::Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{BufRead, BufReader};
+
+    /// A main loop answering every request with its command.
+    fn echo_loop(rx: mpsc::Receiver<Incoming>) {
+        std::thread::spawn(move || {
+            for inc in rx.iter() {
+                let _ = inc
+                    .reply
+                    .send(json!({"ok": true, "echo": format!("{:?}", inc.req)}));
+            }
+        });
+    }
+
+    fn status_within(path: &Path, limit: Duration) -> Value {
+        let t0 = Instant::now();
+        let v = request(path, &Request::Status {}).unwrap();
+        assert!(t0.elapsed() < limit, "status took {:?}", t0.elapsed());
+        v
+    }
+
+    #[test]
+    fn a_trickling_client_is_cut_at_the_request_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let (tx, rx) = mpsc::channel::<Incoming>();
+        let _server = ControlServer::bind(&path, tx).unwrap();
+        echo_loop(rx);
+        let mut s = UnixStream::connect(&path).unwrap();
+        let t0 = Instant::now();
+        // One byte every 500 ms: each read succeeds, the request never ends.
+        let mut line = String::new();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let writer = std::thread::spawn(move || {
+            for _ in 0..40 {
+                if s.write_all(b"{").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+        r.read_line(&mut line).unwrap();
+        let waited = t0.elapsed();
+        assert!(line.contains("no complete request"), "{line}");
+        assert!(
+            waited >= REQUEST_DEADLINE && waited < REQUEST_DEADLINE + Duration::from_secs(2),
+            "{waited:?}"
+        );
+        writer.join().unwrap();
+    }
+
+    #[test]
+    fn idle_connections_cannot_starve_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let (tx, rx) = mpsc::channel::<Incoming>();
+        let server = ControlServer::bind(&path, tx).unwrap();
+        echo_loop(rx);
+        // More than the connection limit, all silent.
+        let idle: Vec<UnixStream> = (0..MAX_CONNECTIONS + 40)
+            .map(|_| UnixStream::connect(&path).unwrap())
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        for _ in 0..5 {
+            assert_eq!(status_within(&path, Duration::from_secs(1))["ok"], true);
+        }
+        assert!(server.errors.load(Ordering::Relaxed) == 0);
+        drop(idle);
+    }
+
+    #[test]
+    fn replies_are_written_whole_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let (tx, rx) = mpsc::channel::<Incoming>();
+        let _server = ControlServer::bind(&path, tx).unwrap();
+        std::thread::spawn(move || {
+            for (i, inc) in rx.iter().enumerate() {
+                let n = if i == 0 { 1 << 20 } else { MAX_REPLY_BYTES };
+                let _ = inc.reply.send(json!({"ok": true, "text": "x".repeat(n)}));
+            }
+        });
+        let v = request(&path, &Request::Metrics {}).unwrap();
+        assert_eq!(v["text"].as_str().unwrap().len(), 1 << 20);
+        let v = request(&path, &Request::Metrics {}).unwrap();
+        assert_eq!(v["ok"], false);
+        assert!(
+            v["error"].as_str().unwrap().contains("above the limit"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn only_a_stale_socket_of_ours_is_removed_and_never_in_a_dry_run() {
+        let dir = tempfile::tempdir().unwrap();
+        // A regular file at the socket path stays.
+        let path = dir.path().join("s.sock");
+        std::fs::write(&path, "keep").unwrap();
+        let (tx, _rx) = mpsc::channel::<Incoming>();
+        let e = ControlServer::bind(&path, tx.clone()).unwrap_err();
+        assert!(e.to_string().contains("not a socket"), "{e}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep");
+        // A stale socket (nobody listens): kept in a dry run, replaced otherwise.
+        let stale = dir.path().join("stale.sock");
+        drop(UnixListener::bind(&stale).unwrap());
+        let e = ControlServer::bind_with(&stale, tx.clone(), true).unwrap_err();
+        assert!(e.to_string().contains("dry run removes nothing"), "{e}");
+        assert!(stale.exists());
+        let server = ControlServer::bind(&stale, tx).unwrap();
+        // Shutdown removes the socket only while it is the one bound.
+        std::fs::remove_file(&stale).unwrap();
+        std::fs::write(&stale, "someone else's").unwrap();
+        server.shutdown();
+        assert_eq!(std::fs::read_to_string(&stale).unwrap(), "someone else's");
+    }
+
+    #[test]
+    fn request_parser_applies_the_app_name_rule() {
+        assert!(parse_request(r#"{"cmd":"notify","event":"launch","app":"ok.app"}"#).is_ok());
+        for bad in [".x", "a..b", "a/b", ""] {
+            let line = format!(r#"{{"cmd":"notify","event":"launch","app":"{bad}"}}"#);
+            let e = parse_request(&line).unwrap_err();
+            assert!(e.contains("invalid app name"), "{e}");
+        }
+    }
 
     #[test]
     fn requests_parse_and_refuse_unknown_fields() {

@@ -15,8 +15,7 @@ use thiserror::Error;
 
 /// The profiles' subdirectory of the state directory.
 pub const PROFILES_DIR: &str = "profiles";
-/// The longest app name accepted (file names are limited to 255 bytes).
-pub const MAX_APP_NAME_BYTES: usize = 200;
+pub use appflow_core::MAX_APP_NAME_BYTES;
 
 /// Why a profile could not be stored or loaded.
 #[derive(Debug, Error)]
@@ -60,9 +59,16 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// True when the error is the user's input (a bad app name), so the binary exits 2.
+    /// True when the error is the user's input (a bad app name, or a
+    /// profile file that is malformed, foreign, of another version or of
+    /// another app), so the binary exits 2.
     pub fn is_input_error(&self) -> bool {
-        matches!(self, StoreError::BadAppName { .. })
+        matches!(
+            self,
+            StoreError::BadAppName { .. }
+                | StoreError::Profile { .. }
+                | StoreError::WrongApp { .. }
+        )
     }
 }
 
@@ -73,35 +79,13 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     }
 }
 
-/// Checks that `name` can be used as a profile file name: non-empty, at most
-/// [`MAX_APP_NAME_BYTES`], no `/`, no NUL, no `..`, not starting with `.`
-/// (dot files are the store's temp files), no control characters.
+/// Checks that `name` can be used as a profile file name (the shared rule,
+/// [`appflow_core::valid_app_name`]).
 pub fn validate_app_name(name: &str) -> Result<(), StoreError> {
-    let bad = |why| {
-        Err(StoreError::BadAppName {
-            name: name.to_string(),
-            why,
-        })
-    };
-    if name.trim().is_empty() {
-        return bad("empty");
-    }
-    if name.len() > MAX_APP_NAME_BYTES {
-        return bad("longer than 200 bytes");
-    }
-    if name.contains('/') {
-        return bad("contains '/'");
-    }
-    if name.contains("..") {
-        return bad("contains '..'");
-    }
-    if name.starts_with('.') {
-        return bad("starts with '.'");
-    }
-    if name.chars().any(char::is_control) {
-        return bad("contains a control character");
-    }
-    Ok(())
+    appflow_core::valid_app_name(name).map_err(|why| StoreError::BadAppName {
+        name: name.to_string(),
+        why,
+    })
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -110,7 +94,11 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// written, fsynced, renamed over `path`, and the directory is fsynced so the
 /// rename itself is durable. On error the temp file is removed and `path` is
 /// untouched. The parent directory must exist.
+///
+/// The file is private (mode 0600): launch profiles, metrics, traces and the
+/// journal say which apps a user runs and when.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -128,6 +116,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
@@ -139,6 +128,51 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Creates `dir` (and missing parents) private to its owner, mode 0700; an
+/// existing `dir` is set to 0700.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Removes the temp files [`write_atomic`] left in `dir` when its writer
+/// was killed mid-write (`.NAME.tmp.PID.N` of a process that no longer
+/// exists); a live writer's temp file is kept. Returns how many went.
+pub fn remove_stale_temp_files(dir: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = temp_file_writer(&name.to_string_lossy()) else {
+            continue;
+        };
+        let alive = pid == std::process::id()
+            || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None)
+                != Err(nix::errno::Errno::ESRCH);
+        if !alive && std::fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// The writer's PID of a [`write_atomic`] temp file name (`.NAME.tmp.PID.N`).
+fn temp_file_writer(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix('.')?;
+    let (_, tail) = rest.rsplit_once(".tmp.")?;
+    let (pid, n) = tail.split_once('.')?;
+    n.parse::<u64>().ok()?;
+    pid.parse::<u32>()
+        .ok()
+        .filter(|&p| p > 0 && p <= i32::MAX as u32)
 }
 
 /// The profiles of one state directory.
@@ -242,7 +276,7 @@ impl ProfileStore {
             path: path.clone(),
             source,
         })?;
-        std::fs::create_dir_all(&self.dir).map_err(io_err(&self.dir))?;
+        create_private_dir(&self.dir).map_err(io_err(&self.dir))?;
         write_atomic(&path, profile.to_json().as_bytes()).map_err(io_err(&path))?;
         Ok(path)
     }

@@ -851,6 +851,114 @@ fn settings_restored_after_sigterm_and_after_crash() {
     );
 }
 
+/// A domain whose swappiness the daemon sets to 0 at once (efficiency-first
+/// on any allocation), with the originals 37 (domain) and 41 (leaf).
+fn swappiness_domain(scratch: &Scratch) -> (TempCgroup, PathBuf, PathBuf, PathBuf) {
+    let domain = TempCgroup::new("harden-domain", Some(512 * MIB));
+    let leaf = domain.child("app");
+    std::fs::write(domain.path.join("memory.swappiness"), "37").unwrap();
+    std::fs::write(leaf.join("memory.swappiness"), "41").unwrap();
+    let (cfg, sock) = config(
+        &scratch.0,
+        &domain.path,
+        "[preload]\nenabled = false\n[killer]\nenabled = false\n\
+         [reclaim]\nlow_memory_bytes = 1099511627776\nalloc_threshold_pages = 50\ncalm_ticks = 100000\n",
+    );
+    (domain, leaf, cfg, sock)
+}
+
+/// A second daemon on the same state directory stops before touching
+/// anything (exit 2): the first one's settings and journal stay as they are,
+/// whether it would bind the same socket or another one.
+#[test]
+fn second_daemon_leaves_the_first_ones_settings_and_journal() {
+    require_kernel!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = Scratch::new();
+    let (domain, leaf, cfg, sock) = swappiness_domain(&scratch);
+    let journal = scratch.0.join("state/journal.json");
+    let churn = helper(&leaf, "churn");
+    let mut d = Daemon::start(&cfg, &sock, None);
+    wait_for("efficiency-first", 20, || {
+        d.status()["mode"] == "efficiency_first"
+    });
+    wait_for("swappiness 0", 10, || swappiness(&domain.path) == "0");
+    let journal_before = std::fs::read(&journal).unwrap();
+    let other_sock = scratch.0.join("other.sock");
+    for extra in [vec![], vec!["--socket", other_sock.to_str().unwrap()]] {
+        let out = Command::new(daemon_bin())
+            .args(["daemon", "--config", cfg.to_str().unwrap()])
+            .args(&extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(
+            err.contains("another appflow daemon") && err.contains(&d.pid().to_string()),
+            "{err}"
+        );
+        assert_eq!(
+            (swappiness(&domain.path), swappiness(&leaf)),
+            ("0".into(), "0".into())
+        );
+        assert_eq!(std::fs::read(&journal).unwrap(), journal_before);
+        assert!(!other_sock.exists());
+        // The first one still serves, in the same mode.
+        assert_eq!(d.status()["mode"], "efficiency_first");
+    }
+    drop(churn);
+    assert!(d
+        .signal_and_wait(nix::sys::signal::Signal::SIGTERM)
+        .success());
+    assert_eq!(
+        (swappiness(&domain.path), swappiness(&leaf)),
+        ("37".into(), "41".into())
+    );
+    assert!(!journal.exists());
+}
+
+/// 20 crashes (SIGKILL while the settings are changed), each followed by a
+/// restart: every restart finds the originals back before it serves, and
+/// no setting is left changed at the end.
+#[test]
+fn twenty_sigkill_restarts_leave_no_setting_changed() {
+    require_kernel!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = Scratch::new();
+    let (domain, leaf, cfg, sock) = swappiness_domain(&scratch);
+    let journal = scratch.0.join("state/journal.json");
+    let original = || (swappiness(&domain.path), swappiness(&leaf)) == ("37".into(), "41".into());
+    let mut left_changed = 0;
+    for trial in 0..20 {
+        let mut d = Daemon::start(&cfg, &sock, None);
+        if !original() || journal.exists() {
+            left_changed += 1;
+            eprintln!("trial {trial}: settings not restored at restart");
+        }
+        let churn = helper(&leaf, "churn");
+        wait_for("efficiency-first", 20, || {
+            d.status()["mode"] == "efficiency_first"
+        });
+        wait_for("swappiness 0", 10, || swappiness(&leaf) == "0");
+        d.signal_and_wait(nix::sys::signal::Signal::SIGKILL);
+        drop(churn);
+        assert!(
+            journal.exists(),
+            "trial {trial}: the crash leaves the journal"
+        );
+    }
+    let mut d = Daemon::start(&cfg, &sock, None);
+    assert!(original(), "the last restart restores");
+    assert!(d
+        .signal_and_wait(nix::sys::signal::Signal::SIGTERM)
+        .success());
+    if !original() || journal.exists() {
+        left_changed += 1;
+    }
+    eprintln!("20 SIGKILL/restart trials: {left_changed} settings left changed");
+    assert_eq!(left_changed, 0);
+}
+
 /// Bad input: a malformed config exits 2 naming the field and changes nothing.
 #[test]
 fn bad_config_exits_2_naming_the_field() {

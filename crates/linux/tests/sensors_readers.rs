@@ -372,3 +372,13 @@ fn mountinfo_from_real_text() {
     assert_eq!(esc[0].mount_point, Path::new("/mnt/my disk"));
     assert!(parse_mountinfo("1 2 0:5 / /mnt rw ext4\n").is_err());
 }
+
+/// Regression (fuzzer): `\777` overflowed a u8 in the octal unescape.
+#[test]
+fn mountinfo_escape_above_a_byte_is_text() {
+    let m = parse_mountinfo("1 2 0:5 / /mnt/a\\777b rw - ext4 /dev/x\\400 rw\n").unwrap();
+    assert_eq!(m[0].mount_point, Path::new("/mnt/a\\777b"));
+    assert_eq!(m[0].source, "/dev/x\\400");
+    let top = parse_mountinfo("1 2 0:5 / /mnt/\\377 rw - ext4 /dev/x rw\n").unwrap();
+    assert_eq!(top[0].mount_point.to_string_lossy(), "/mnt/\u{fffd}");
+}

@@ -137,3 +137,27 @@ fn write_atomic_replaces_whole_file() {
     let e = write_atomic(&dir.path().join("no/such/dir.json"), b"x").unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
 }
+
+/// Profiles are private (0600 in a 0700 directory), and the temp file of a
+/// write killed midway (its writer gone) is removed, a live writer's kept.
+#[test]
+fn profiles_are_private_and_stale_temp_files_go() {
+    use appflow_linux::store::remove_stale_temp_files;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = ProfileStore::open(dir.path());
+    store.record("app", &obs("/a", 1)).unwrap();
+    let path = store.path_of("app").unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(store.dir()), 0o700);
+    // A dead writer: a pid that cannot exist (above pid_max's ceiling 2^22).
+    let dead = store.dir().join(".app.json.tmp.4194305.0");
+    let live = store
+        .dir()
+        .join(format!(".app.json.tmp.{}.7", std::process::id()));
+    std::fs::write(&dead, vec![0u8; 512 * 1024]).unwrap();
+    std::fs::write(&live, b"x").unwrap();
+    assert_eq!(remove_stale_temp_files(store.dir()), 1);
+    assert!(!dead.exists() && live.exists() && path.exists());
+}

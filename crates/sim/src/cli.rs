@@ -1,4 +1,7 @@
 //! `appflow sim`: arguments and entry point.
+// Output goes through one fallible write, so a closed pipe ends the
+// command normally (`appflow_linux::cli::exit_code`) instead of panicking.
+#![deny(clippy::print_stdout)]
 
 use crate::catalog::{self, AppModel};
 use crate::devfile;
@@ -13,6 +16,7 @@ use appflow_core::{InputError, MIB};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::io::Write as _;
 use std::path::PathBuf;
 
 /// Output format.
@@ -126,7 +130,9 @@ fn policy_help() -> String {
 pub fn run(a: SimArgs) -> anyhow::Result<()> {
     let (cat, setup) = catalogue_of(&a)?;
     if a.list {
-        print!("{}", listing(&cat));
+        std::io::stdout()
+            .lock()
+            .write_all(listing(&cat).as_bytes())?;
         return Ok(());
     }
     if let Some(path) = &a.generate_trace {
@@ -158,7 +164,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
     match &a.output {
         Some(p) => output::write_atomic(p, &text)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?,
-        None => print!("{text}"),
+        None => std::io::stdout().lock().write_all(text.as_bytes())?,
     }
     Ok(())
 }

@@ -253,14 +253,23 @@ fn mib(v: f64) -> u64 {
     (v * MIB as f64).round() as u64
 }
 
-/// Checks a size in MiB: finite and ≥ 0 (or > 0 when `positive`).
+/// Largest size, rate or duration a file may give (1 TiB in MiB, 2^20):
+/// far above any phone or testbed, and small enough that every byte count
+/// and time the model derives from it stays far from u64 overflow.
+pub const MAX_QUANTITY: f64 = (1u64 << 20) as f64;
+
+/// Longest `use_ms`/`settle_ms`/`growth_ms`: one day, in milliseconds.
+pub const MAX_WAIT_MS: u64 = 86_400_000;
+
+/// Checks a size in MiB (or a rate, or a duration): finite, ≥ 0 (or > 0
+/// when `positive`) and at most [`MAX_QUANTITY`].
 fn size(file: &str, field: &str, v: f64, positive: bool) -> Result<f64, InputError> {
-    if !v.is_finite() || v < 0.0 || (positive && v == 0.0) {
-        let what = if positive { "> 0" } else { ">= 0" };
+    if !v.is_finite() || v < 0.0 || (positive && v == 0.0) || v > MAX_QUANTITY {
+        let low = if positive { "(0" } else { "[0" };
         return Err(err(
             file,
             field,
-            format!("must be a number {what}, got {v}"),
+            format!("must be a number in {low}, {MAX_QUANTITY}], got {v}"),
         ));
     }
     Ok(v)
@@ -381,8 +390,7 @@ pub fn device(f: &DeviceFile, file: &str) -> Result<LoadedDevice, InputError> {
     }
     let readahead = s
         .readahead_kib
-        .map(|k| k * KIB)
-        .unwrap_or(base.readahead_bytes);
+        .map_or(base.readahead_bytes, |k| k.saturating_mul(KIB));
     if readahead == 0 || readahead > 64 * MIB {
         return Err(err(file, "device.readahead_kib", "must be in [1, 65536]"));
     }
@@ -470,8 +478,12 @@ fn storage_curve(st: &StorageSection, file: &str) -> Result<ThroughputCurve, Inp
             let mut v = Vec::new();
             for (i, p) in pts.iter().enumerate() {
                 let field = format!("device.storage.points[{i}]");
-                if !(p.block_kib.is_finite() && p.block_kib >= 0.5) {
-                    return Err(err(file, &format!("{field}.block_kib"), "must be >= 0.5"));
+                if !(p.block_kib.is_finite() && (0.5..=MAX_QUANTITY).contains(&p.block_kib)) {
+                    return Err(err(
+                        file,
+                        &format!("{field}.block_kib"),
+                        format!("must be in [0.5, {MAX_QUANTITY}]"),
+                    ));
                 }
                 size(file, &format!("{field}.mib_per_sec"), p.mib_per_sec, true)?;
                 v.push(CurvePoint {
@@ -605,7 +617,7 @@ pub fn apps(f: &DeviceFile, file: &str) -> Result<Option<LoadedApps>, InputError
                 return Err(err(file, &at("background_growth"), "must be in [0, 2]"));
             }
         }
-        if a.growth_ms.is_some_and(|m| m > 86_400_000) {
+        if a.growth_ms.is_some_and(|m| m > MAX_WAIT_MS) {
             return Err(err(file, &at("growth_ms"), "must be at most one day"));
         }
         apps.push(AppSpec {
@@ -663,11 +675,24 @@ pub fn apps(f: &DeviceFile, file: &str) -> Result<Option<LoadedApps>, InputError
         if let Some(m) = &w.multitask {
             setup.multitask = known("multitask", m)?;
         }
-        setup.use_us = w.use_ms.map_or(setup.use_us, |m| m * 1000);
-        setup.settle_us = w.settle_ms.map_or(setup.settle_us, |m| m * 1000);
-        setup.multitask_use_us = w
-            .multitask_use_ms
-            .map_or(setup.multitask_use_us, |m| m * 1000);
+        let wait_us = |field: &str, v: Option<u64>, dflt: u64| -> Result<u64, InputError> {
+            match v {
+                None => Ok(dflt),
+                Some(m) if m <= MAX_WAIT_MS => Ok(m * 1000),
+                Some(m) => Err(err(
+                    file,
+                    &format!("workload.{field}"),
+                    format!("{m} is more than one day ({MAX_WAIT_MS} ms)"),
+                )),
+            }
+        };
+        setup.use_us = wait_us("use_ms", w.use_ms, setup.use_us)?;
+        setup.settle_us = wait_us("settle_ms", w.settle_ms, setup.settle_us)?;
+        setup.multitask_use_us = wait_us(
+            "multitask_use_ms",
+            w.multitask_use_ms,
+            setup.multitask_use_us,
+        )?;
     }
     Ok(Some(LoadedApps { apps, setup }))
 }
@@ -763,6 +788,35 @@ use_ms = 0
         assert_eq!(a.setup.background[2], Some(vec!["chat".to_string()]));
         assert_eq!(a.setup.settle_us, 1_500_000);
         assert_eq!(a.setup.use_us, 0);
+    }
+
+    #[test]
+    fn absurd_sizes_and_waits_are_refused_without_overflow() {
+        let e = dev_err(&GOOD.replace("dram_mib = 1024", "dram_mib = 1e300"));
+        assert!(e.contains("`device.dram_mib`"), "{e}");
+        let e = dev_err(&GOOD.replace(
+            "dram_mib = 1024",
+            "dram_mib = 1024\nreadahead_kib = 9223372036854775807",
+        ));
+        assert!(e.contains("`device.readahead_kib`"), "{e}");
+        let e = app_err(&GOOD.replace("anon_mib = 76.75", "anon_mib = 1e300"));
+        assert!(e.contains("`app[0].anon_mib`"), "{e}");
+        let e = app_err(&GOOD.replace("settle_ms = 1500", "settle_ms = 9223372036854775807"));
+        assert!(
+            e.contains("`workload.settle_ms`") && e.contains("one day"),
+            "{e}"
+        );
+        let e = app_err(&GOOD.replace("use_ms = 0", "use_ms = 9223372036854775806"));
+        assert!(e.contains("`workload.use_ms`"), "{e}");
+        let f = parse(
+            &GOOD.replace("settle_ms = 1500", "settle_ms = 86400000"),
+            "d",
+        )
+        .unwrap();
+        assert_eq!(
+            apps(&f, "d").unwrap().unwrap().setup.settle_us,
+            86_400_000_000
+        );
     }
 
     #[test]

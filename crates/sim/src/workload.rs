@@ -458,15 +458,8 @@ pub fn run_policy(
             out.lost_background = apps.len() as u64 - out.survivors;
         }
         Workload::Trace { events } => {
-            let mut users: Vec<&str> = Vec::new();
-            for e in events {
-                if !users.contains(&e.user.as_str()) {
-                    users.push(&e.user);
-                }
-            }
             let mut span_ms = 0u64;
-            for u in users {
-                let evs: Vec<&TraceEvent> = events.iter().filter(|e| e.user == u).collect();
+            for evs in events_by_user(events) {
                 sim.reset();
                 let t0 = evs[0].ts_ms;
                 span_ms += evs[evs.len() - 1].ts_ms - t0;
@@ -497,6 +490,22 @@ pub fn run_policy(
         }
     }
     out.counters = sim.counters.clone();
+    out
+}
+
+/// The trace's events grouped by user, users in order of first appearance,
+/// each user's events in trace order. One pass (a hash of user names), so
+/// replay stays linear in the number of users.
+pub fn events_by_user(events: &[TraceEvent]) -> Vec<Vec<&TraceEvent>> {
+    let mut slot: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut out: Vec<Vec<&TraceEvent>> = Vec::new();
+    for e in events {
+        let i = *slot.entry(e.user.as_str()).or_insert_with(|| {
+            out.push(Vec::new());
+            out.len() - 1
+        });
+        out[i].push(e);
+    }
     out
 }
 

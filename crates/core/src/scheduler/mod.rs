@@ -495,7 +495,7 @@ impl Scheduler {
     /// Checks an event without acting on it: the name rule, the table of
     /// apps, and the announced process.
     pub fn check_event(&self, app: &str, proc_id: Option<ProcId>) -> Result<(), EventError> {
-        if !crate::valid_app_name(app) {
+        if crate::valid_app_name(app).is_err() {
             return Err(EventError::BadName(app.to_string()));
         }
         if !self.apps.contains_key(app)

@@ -4,7 +4,6 @@
 //! need the scheduler, and for this crate's integration tests (cargo gives
 //! tests the path of their own package's binaries only).
 
-use appflow_core::InputError;
 use appflow_linux::cli;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -48,15 +47,5 @@ fn main() -> ExitCode {
         Cmd::Notify(x) => cli::run_notify(x),
         Cmd::PreloadWorker(x) => cli::run_preload_worker(x),
     };
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("appflowd: error: {e:#}");
-            if e.chain().any(|c| c.downcast_ref::<InputError>().is_some()) {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
-        }
-    }
+    appflow_linux::cli::exit_code("appflowd", r)
 }

@@ -17,9 +17,10 @@ use crate::actuators::reclaim::{LiveReclaim, SwappinessTarget};
 use crate::actuators::{read_start_time, Features};
 use crate::config::{AppDecl, Config, DomainKind};
 use crate::journal::Journal;
+use crate::lock::StateLock;
 use crate::readers::{self, CgroupVersion, MemCgroup};
 use crate::socket::{error_reply, ControlServer, Incoming, Request};
-use crate::store::{write_atomic, ProfileStore};
+use crate::store::{remove_stale_temp_files, write_atomic, ProfileStore, PROFILES_DIR};
 use appflow_core::mechanism::PreloadMechanism;
 use appflow_core::reclaim::ReclaimMode;
 use appflow_core::storage::ThroughputCurve;
@@ -424,6 +425,9 @@ pub struct Runtime {
     /// How to (re)start the worker: program, arguments, placement.
     worker_spawn: (PathBuf, Vec<String>, WorkerPlacement),
     last_respawn: Option<Instant>,
+    /// The state directory's single-instance lock, held until the settings
+    /// are restored (none in a dry run without a state directory).
+    _lock: Option<StateLock>,
 }
 
 fn dir_stamp(dir: &Path) -> Option<(SystemTime, usize)> {
@@ -433,20 +437,33 @@ fn dir_stamp(dir: &Path) -> Option<(SystemTime, usize)> {
 }
 
 impl Runtime {
-    /// Builds the daemon: replays a left-behind journal, spawns the preload
-    /// worker inside the domain, binds the socket.
+    /// Builds the daemon: takes the state directory's lock (before anything
+    /// else: a second daemon stops here), replays a left-behind journal,
+    /// spawns the preload worker inside the domain, binds the socket.
     pub fn new(cfg: Config, worker_cmd: &WorkerCommand) -> anyhow::Result<Self> {
         let dry = cfg.daemon.dry_run;
+        // A dry run creates nothing; it locks a state directory that exists.
+        let lock = if !dry || cfg.daemon.state_dir.is_dir() {
+            Some(StateLock::acquire(&cfg.daemon.state_dir, !dry)?)
+        } else {
+            None
+        };
+        if !dry {
+            for dir in [
+                cfg.daemon.state_dir.clone(),
+                cfg.daemon.state_dir.join(PROFILES_DIR),
+            ] {
+                let n = remove_stale_temp_files(&dir);
+                if n > 0 {
+                    tracing::info!(dir = %dir.display(), files = n, "removed temp files of interrupted writes");
+                }
+            }
+        }
         let proc_root = cfg.daemon.proc_root.clone();
         let domain = open_domain(&cfg)?;
         let features = Features::probe(&proc_root);
         for f in features.missing() {
             tracing::warn!(feature = f, "kernel feature missing; the daemon degrades");
-        }
-        if !dry {
-            std::fs::create_dir_all(&cfg.daemon.state_dir).map_err(|e| {
-                anyhow::anyhow!("daemon.state_dir {}: {e}", cfg.daemon.state_dir.display())
-            })?;
         }
         let jpath = cfg.daemon.state_dir.join("journal.json");
         let journal = match Journal::open(&jpath, dry) {
@@ -540,7 +557,7 @@ impl Runtime {
             Some(std::io::BufWriter::new(f))
         };
         let (tx, rx) = mpsc::channel();
-        let server = ControlServer::bind(&cfg.daemon.socket, tx)?;
+        let server = ControlServer::bind_with(&cfg.daemon.socket, tx, dry)?;
         let scanner = Scanner {
             proc_root: proc_root.clone(),
             matchers: cfg.apps.iter().map(AppMatcher::new).collect(),
@@ -569,6 +586,7 @@ impl Runtime {
             sample_errors: 0,
             worker_spawn,
             last_respawn: None,
+            _lock: lock,
         })
     }
 
@@ -841,23 +859,36 @@ impl Runtime {
         })
     }
 
+    /// Whether a notified name may enter the app table (bounded, see
+    /// [`appflow_core::admit_app`]).
+    fn admit(&self, app: &str, with_pid: bool) -> Result<(), String> {
+        let declared = |a: &str| self.cfg.apps.iter().any(|d| d.name == a);
+        let names = self.sched.app_names();
+        let known = declared(app) || names.iter().any(|n| n == app);
+        let undeclared = names
+            .iter()
+            .filter(|n| !declared(n) && !self.sched.has_profile(n))
+            .count();
+        let d = &self.cfg.daemon;
+        appflow_core::admit_app(
+            app,
+            known,
+            undeclared,
+            d.allow_undeclared_apps || with_pid,
+            d.max_undeclared_apps,
+        )
+    }
+
     fn handle(&mut self, inc: Incoming) {
         let reply = match inc.req {
             Request::Status {} => self.status(),
             Request::Metrics {} => json!({"ok": true, "text": self.metrics_text()}),
             Request::Notify { event, app, pid } => {
                 let now_ms = self.now_ms();
-                // An app is known when declared, profiled or announced with
-                // its pid before; a new one must come with `--pid`.
-                let unknown = crate::config::valid_app_name(&app)
-                    && pid.is_none()
-                    && !self.sched.app_names().contains(&app);
-                let result = if unknown {
-                    Err(format!(
-                        "unknown app {app:?}: not declared in [[app]], no profile, \
-                         and never announced with --pid"
-                    ))
-                } else {
+                // A name is accepted when declared, profiled or known; a new
+                // one when announced with its pid, or when the configuration
+                // allows undeclared apps, up to daemon.max_undeclared_apps.
+                let result = self.admit(&app, pid.is_some()).and_then(|()| {
                     match pid {
                         None => Ok(None),
                         Some(p) => match read_start_time(&self.cfg.daemon.proc_root, p) {
@@ -875,7 +906,7 @@ impl Runtime {
                         };
                         self.apply(&rec).map_err(|e| e.to_string())
                     })
-                };
+                });
                 match result {
                     Ok(msg) => {
                         if pid.is_some() {

@@ -1,0 +1,26 @@
+//! Every parser of /proc, /sys and cgroup text, on the same input.
+#![no_main]
+use appflow_linux::readers;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = readers::parse_meminfo(text);
+    if let Ok(v) = readers::parse_vmstat(text) {
+        let _ = (v.pgalloc_total(), v.refaults(), v.allocstalls());
+        let _ = (v.pswpin(), v.pswpout());
+    }
+    let _ = readers::parse_psi(text);
+    if let Ok(s) = readers::parse_smaps_rollup(text) {
+        let _ = s.footprint_bytes();
+    }
+    let _ = readers::parse_stat_ppid(text);
+    let _ = readers::parse_maps(text);
+    let _ = readers::parse_mountinfo(text);
+    let _ = readers::parse_memcg_stat_v1(text);
+    let _ = readers::parse_memcg_stat_v2(text);
+    let _ = appflow_linux::actuators::parse_stat_start_time(text);
+    let _ = appflow_linux::actuators::reclaim::parse_anon_ranges(text);
+});
