@@ -807,7 +807,6 @@ pub fn demand_pages(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::CurvePoint;
     use proptest::prelude::*;
 
     fn specs() -> Vec<MatcherSpec> {
@@ -1103,17 +1102,7 @@ mod tests {
 
     #[test]
     fn defaults_from_the_device_curve() {
-        let curve = ThroughputCurve::new(vec![
-            CurvePoint {
-                block_bytes: 4 * KIB,
-                bytes_per_sec: 20e6,
-            },
-            CurvePoint {
-                block_bytes: 512 * KIB,
-                bytes_per_sec: 450e6,
-            },
-        ])
-        .unwrap();
+        let curve = ThroughputCurve::phone_default();
         let c = ReadinessConfig::for_device(&curve);
         assert_eq!(c.quiet_floor_pages_per_s, 2441);
         assert_eq!(c.quiet_ms, 1000);

@@ -314,20 +314,9 @@ pub fn launch_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::CurvePoint;
 
     fn curve() -> ThroughputCurve {
-        ThroughputCurve::new(vec![
-            CurvePoint {
-                block_bytes: 4 * KIB,
-                bytes_per_sec: 20e6,
-            },
-            CurvePoint {
-                block_bytes: 512 * KIB,
-                bytes_per_sec: 450e6,
-            },
-        ])
-        .unwrap()
+        ThroughputCurve::phone_default()
     }
 
     fn app(name: &str, small: usize, large: usize) -> LaunchProfile {

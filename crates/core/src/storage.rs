@@ -46,6 +46,22 @@ pub enum CurveError {
 }
 
 impl ThroughputCurve {
+    /// The curve used when no calibration is stored: the shape of phone UFS
+    /// flash in seed 000 Fig. 6 (4 KiB reads ~20× slower than 512 KiB).
+    pub fn phone_default() -> Self {
+        Self::new(vec![
+            CurvePoint {
+                block_bytes: 4 * crate::KIB,
+                bytes_per_sec: 20e6,
+            },
+            CurvePoint {
+                block_bytes: 512 * crate::KIB,
+                bytes_per_sec: 450e6,
+            },
+        ])
+        .expect("valid default curve")
+    }
+
     /// Builds a curve, sorting points by block size.
     pub fn new(mut points: Vec<CurvePoint>) -> Result<Self, CurveError> {
         if points.is_empty() {

@@ -26,21 +26,9 @@ pub use appflow_core::scheduler::{
     Decision, DomainSample, EventError, EventKind, Mark, Mechanisms, Mechs, ProcId, ProcInfo,
     Record, Scheduler, SchedulerConfig,
 };
-use appflow_core::storage::{CurvePoint, ThroughputCurve};
-use appflow_core::KIB;
+use appflow_core::storage::ThroughputCurve;
 
-/// The storage curve used when no calibration is stored: phone UFS flash
-/// shape of seed 000 Fig. 6 (small-block reads ~20× slower than 512 KiB).
+/// The storage curve used when no calibration is stored (`appflow calibrate`).
 pub fn default_curve() -> ThroughputCurve {
-    ThroughputCurve::new(vec![
-        CurvePoint {
-            block_bytes: 4 * KIB,
-            bytes_per_sec: 20e6,
-        },
-        CurvePoint {
-            block_bytes: 512 * KIB,
-            bytes_per_sec: 450e6,
-        },
-    ])
-    .expect("valid default curve")
+    ThroughputCurve::phone_default()
 }

@@ -1,21 +1,10 @@
 use super::*;
 use crate::mechanism::{Call, Hold, Recorder};
 use crate::policy;
-use crate::storage::CurvePoint;
 use crate::{KIB, MIB};
 
 fn curve() -> ThroughputCurve {
-    ThroughputCurve::new(vec![
-        CurvePoint {
-            block_bytes: 4 * KIB,
-            bytes_per_sec: 20e6,
-        },
-        CurvePoint {
-            block_bytes: 512 * KIB,
-            bytes_per_sec: 450e6,
-        },
-    ])
-    .unwrap()
+    ThroughputCurve::phone_default()
 }
 
 fn profile(name: &str, small: usize, large: usize, relaunch_mib: u64) -> LaunchProfile {
