@@ -8,6 +8,6 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let Ok(c) = Config::from_toml(text, "fuzz.toml") {
-        let _ = c.needs_process_scan();
+        let _ = c.scheduler_config();
     }
 });

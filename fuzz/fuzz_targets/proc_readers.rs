@@ -22,5 +22,5 @@ fuzz_target!(|data: &[u8]| {
     let _ = readers::parse_memcg_stat_v1(text);
     let _ = readers::parse_memcg_stat_v2(text);
     let _ = appflow_linux::actuators::parse_stat_start_time(text);
-    let _ = appflow_linux::actuators::reclaim::parse_anon_ranges(text);
+    let _ = readers::parse_smaps_vmas(text);
 });
