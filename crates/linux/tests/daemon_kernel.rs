@@ -1062,9 +1062,18 @@ fn notify_cli_confirms_on_stdout_and_exits_2_for_an_unknown_app() {
     assert_eq!(out, "");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("unknown app \"nosuchapp\""), "{err}");
-    let me = std::process::id().to_string();
-    let (code, _, err) = notify(&["foreground", "newapp", "--pid", &me]);
+    // A process of its own: this test process is the daemon's parent, an
+    // ancestor, which the daemon refuses as an app process.
+    let mut app_proc = Command::new("sleep").arg("30").spawn().unwrap();
+    let app_pid = app_proc.id().to_string();
+    let (code, _, err) = notify(&["foreground", "newapp", "--pid", &app_pid]);
+    let _ = app_proc.kill();
+    let _ = app_proc.wait();
     assert_eq!(code, Some(0), "{err}");
+    // The test itself (the daemon's parent) is refused: never an app process.
+    let me = std::process::id().to_string();
+    let (code, _, err) = notify(&["foreground", "other", "--pid", &me]);
+    assert_eq!(code, Some(2), "{err}");
     let st = d.status();
     let names: Vec<&str> = st["apps"]
         .as_array()
