@@ -498,14 +498,14 @@ impl Scheduler {
         if crate::valid_app_name(app).is_err() {
             return Err(EventError::BadName(app.to_string()));
         }
-        if !self.apps.contains_key(app)
-            && !self.profiles.contains_key(app)
-            && !self.declared.contains(app)
-        {
-            let undeclared = self.apps.len().saturating_sub(self.declared.len());
-            if undeclared >= self.cfg.max_undeclared_apps {
-                return Err(EventError::UnknownApp(app.to_string()));
-            }
+        // The table bound is the shared admission rule; which names a
+        // driver accepts at all (declared only, or any) is the driver's.
+        let known = self.apps.contains_key(app)
+            || self.profiles.contains_key(app)
+            || self.declared.contains(app);
+        let undeclared = self.apps.len().saturating_sub(self.declared.len());
+        if crate::admit_app(app, known, undeclared, true, self.cfg.max_undeclared_apps).is_err() {
+            return Err(EventError::UnknownApp(app.to_string()));
         }
         if let Some(id) = proc_id {
             if id.pid <= 1 || self.self_pids.contains(&id.pid) {
