@@ -16,11 +16,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(s) = readers::parse_smaps_rollup(text) {
         let _ = s.footprint_bytes();
     }
-    let _ = readers::parse_stat_ppid(text);
+    let _ = readers::parse_stat(text);
     let _ = readers::parse_maps(text);
     let _ = readers::parse_mountinfo(text);
     let _ = readers::parse_memcg_stat_v1(text);
     let _ = readers::parse_memcg_stat_v2(text);
-    let _ = appflow_linux::actuators::parse_stat_start_time(text);
     let _ = readers::parse_smaps_vmas(text);
 });

@@ -1,76 +1,46 @@
 //! Kernel counters of the domain, sampled as raw values; deltas are computed
-//! by a pure function of two samples (STYLE §3).
+//! by a pure function of two samples.
 //!
-//! Sources: /proc/vmstat (reclaim scans/steals by type, swap in/out, global
-//! allocation stalls, OOM kills), the domain's memory cgroup (memory.stat
-//! `total_*` re-faults and sizes, memory.failcnt = times the limit was hit,
-//! which is when the cgroup reclaims in the allocating task: the cgroup's
-//! "direct reclaim"), memory.oom_control (kernel OOM kills in the domain),
-//! the blkio root (bytes and I/Os read from the loop device by all leaves),
-//! and zram's mm_stat.
+//! Read with the daemon's readers (`appflow_linux::readers`): /proc/vmstat
+//! (reclaim scans/steals by type, swap in/out, global allocation stalls),
+//! the domain's memory cgroup (memory.stat re-faults and major faults; the
+//! limit hits, i.e. reclaim in the allocating task, the cgroup's "direct
+//! reclaim"; kernel OOM kills in the domain). Bytes and requests read from
+//! storage come from the flash device's own counters.
 
+use appflow_linux::readers::{read_vmstat, MemCgStat, MemCgroup, VmStat};
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Raw counters at one instant.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sample {
     /// /proc/vmstat.
-    pub vmstat: BTreeMap<String, u64>,
+    pub vmstat: VmStat,
     /// Domain memory.stat.
-    pub memstat: BTreeMap<String, u64>,
-    /// memory.failcnt.
-    pub failcnt: u64,
-    /// oom_kill of memory.oom_control.
+    pub memstat: MemCgStat,
+    /// Times the domain hit its limit.
+    pub limit_hits: u64,
+    /// Kernel OOM kills in the domain.
     pub oom_kill: u64,
-    /// Bytes read from the loop device by the domain.
+    /// Bytes read from storage by the domain.
     pub read_bytes: u64,
-    /// Read I/Os to the loop device by the domain.
+    /// Read requests to storage by the domain.
     pub read_ios: u64,
 }
 
-/// Parses "name value" lines.
-pub fn parse_kv(text: &str) -> BTreeMap<String, u64> {
-    text.lines()
-        .filter_map(|l| {
-            let mut it = l.split_whitespace();
-            Some((it.next()?.to_string(), it.next()?.parse().ok()?))
-        })
-        .collect()
-}
-
-/// Sums the `Read` lines of a v1 blkio throttle file for device `majmin`.
-pub fn parse_blkio_reads(text: &str, majmin: &str) -> u64 {
-    text.lines()
-        .filter_map(|l| {
-            let mut it = l.split_whitespace();
-            let (d, op, v) = (it.next()?, it.next()?, it.next()?);
-            (d == majmin && op == "Read").then(|| v.parse::<u64>().ok())?
-        })
-        .sum()
-}
-
-/// Reads a sample. Missing files read as zero (and show as zero deltas).
-pub fn sample(proc_root: &Path, mem_root: &Path, blkio_root: &Path, majmin: &str) -> Sample {
-    let rd = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-    let one = |p: &Path| rd(p).trim().parse::<u64>().unwrap_or(0);
+/// Reads a sample (storage counters left 0 for the caller). A file that
+/// cannot be read reads as zero (and shows as a zero delta).
+pub fn sample(proc_root: &Path, mem_root: &Path) -> Sample {
+    let cg = MemCgroup::open(mem_root).ok();
+    let cg = cg.as_ref();
     Sample {
-        vmstat: parse_kv(&rd(&proc_root.join("vmstat"))),
-        memstat: parse_kv(&rd(&mem_root.join("memory.stat"))),
-        failcnt: one(&mem_root.join("memory.failcnt")),
-        oom_kill: parse_kv(&rd(&mem_root.join("memory.oom_control")))
-            .get("oom_kill")
-            .copied()
-            .unwrap_or(0),
-        read_bytes: parse_blkio_reads(
-            &rd(&blkio_root.join("blkio.throttle.io_service_bytes_recursive")),
-            majmin,
-        ),
-        read_ios: parse_blkio_reads(
-            &rd(&blkio_root.join("blkio.throttle.io_serviced_recursive")),
-            majmin,
-        ),
+        vmstat: read_vmstat(proc_root).unwrap_or_default(),
+        memstat: cg.and_then(|c| c.stat().ok()).unwrap_or_default(),
+        limit_hits: cg.and_then(|c| c.limit_hits().ok()).unwrap_or(0),
+        oom_kill: cg.and_then(|c| c.oom_kills().ok()).unwrap_or(0),
+        read_bytes: 0,
+        read_ios: 0,
     }
 }
 
@@ -150,29 +120,8 @@ impl Delta {
 
 /// The delta from `a` to `b` (counter resets read as zero).
 pub fn delta(a: &Sample, b: &Sample) -> Delta {
-    let v = |k: &str| {
-        b.vmstat
-            .get(k)
-            .copied()
-            .unwrap_or(0)
-            .saturating_sub(a.vmstat.get(k).copied().unwrap_or(0))
-    };
-    let vsum = |prefix: &str| {
-        let s = |m: &BTreeMap<String, u64>| -> u64 {
-            m.iter()
-                .filter(|(k, _)| k.starts_with(prefix))
-                .map(|(_, v)| v)
-                .sum()
-        };
-        s(&b.vmstat).saturating_sub(s(&a.vmstat))
-    };
-    let m = |k: &str| {
-        b.memstat
-            .get(k)
-            .copied()
-            .unwrap_or(0)
-            .saturating_sub(a.memstat.get(k).copied().unwrap_or(0))
-    };
+    let v = |k: &str| b.vmstat.get(k).saturating_sub(a.vmstat.get(k));
+    let m = |f: fn(&MemCgStat) -> u64| f(&b.memstat).saturating_sub(f(&a.memstat));
     Delta {
         pgscan_anon: v("pgscan_anon"),
         pgscan_file: v("pgscan_file"),
@@ -182,12 +131,15 @@ pub fn delta(a: &Sample, b: &Sample) -> Delta {
         pgscan_direct: v("pgscan_direct"),
         pswpin: v("pswpin"),
         pswpout: v("pswpout"),
-        refault_anon: m("total_workingset_refault_anon"),
-        refault_file: m("total_workingset_refault_file"),
-        allocstalls: vsum("allocstall_"),
-        limit_hits: b.failcnt.saturating_sub(a.failcnt),
+        refault_anon: m(|s| s.refault_anon),
+        refault_file: m(|s| s.refault_file),
+        allocstalls: b
+            .vmstat
+            .allocstalls()
+            .saturating_sub(a.vmstat.allocstalls()),
+        limit_hits: b.limit_hits.saturating_sub(a.limit_hits),
         oom_kills: b.oom_kill.saturating_sub(a.oom_kill),
-        pgmajfault: m("total_pgmajfault"),
+        pgmajfault: m(|s| s.pgmajfault),
         read_bytes: b.read_bytes.saturating_sub(a.read_bytes),
         read_ios: b.read_ios.saturating_sub(a.read_ios),
     }
@@ -196,25 +148,29 @@ pub fn delta(a: &Sample, b: &Sample) -> Delta {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use appflow_linux::readers::{parse_memcg_stat_v1, parse_vmstat};
 
     #[test]
     fn deltas_of_real_kernel_text() {
         // Lines as this kernel (6.18) prints them.
         let a = Sample {
-            vmstat: parse_kv("pgscan_anon 10\npgscan_file 100\npgsteal_file 90\nallocstall_normal 1\nallocstall_movable 0\npswpout 5\n"),
-            memstat: parse_kv("total_workingset_refault_file 7\ntotal_pgmajfault 3\n"),
-            failcnt: 2,
+            vmstat: parse_vmstat("pgscan_anon 10\npgscan_file 100\npgsteal_file 90\nallocstall_normal 1\nallocstall_movable 0\npswpout 5\n").unwrap(),
+            memstat: MemCgStat {
+                refault_file: 7,
+                pgmajfault: 3,
+                ..Default::default()
+            },
+            limit_hits: 2,
             oom_kill: 0,
-            read_bytes: parse_blkio_reads("7:3 Read 4096\n7:3 Write 0\n7:4 Read 99\nTotal 4195\n", "7:3"),
+            read_bytes: 4096,
             read_ios: 1,
         };
-        assert_eq!(a.read_bytes, 4096);
         let mut b = a.clone();
-        b.vmstat.insert("pgscan_file".into(), 300);
-        b.vmstat.insert("pgsteal_file".into(), 290);
-        b.vmstat.insert("allocstall_movable".into(), 4);
-        b.memstat.insert("total_workingset_refault_file".into(), 57);
-        b.failcnt = 12;
+        b.vmstat.counters.insert("pgscan_file".into(), 300);
+        b.vmstat.counters.insert("pgsteal_file".into(), 290);
+        b.vmstat.counters.insert("allocstall_movable".into(), 4);
+        b.memstat.refault_file = 57;
+        b.limit_hits = 12;
         b.read_bytes = 8192;
         let d = delta(&a, &b);
         assert_eq!(d.pgscan_file, 200);
@@ -228,5 +184,18 @@ mod tests {
         let d = delta(&b, &a);
         assert_eq!(d.pgscan_file, 0);
         assert_eq!(Delta::default().refault_ratio(), 0.0);
+    }
+
+    #[test]
+    fn a_sample_of_a_fixture_cgroup() {
+        let fx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../linux/tests/fixtures");
+        let s = sample(&fx.join("vm6/proc"), &fx.join("memcg_v1"));
+        assert!(s.vmstat.get("pgfault") > 0);
+        let text = std::fs::read_to_string(fx.join("memcg_v1/memory.stat")).unwrap();
+        assert_eq!(s.memstat, parse_memcg_stat_v1(&text).unwrap());
+        assert_eq!((s.limit_hits, s.oom_kill), (78, 1));
+        // A missing cgroup reads as zero.
+        let s = sample(&fx.join("vm6/proc"), &fx.join("no-such-cgroup"));
+        assert_eq!(s.memstat, MemCgStat::default());
     }
 }

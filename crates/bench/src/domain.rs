@@ -19,6 +19,8 @@
 //! `appflow-bench` when the state file is gone. Undo steps are idempotent.
 
 use anyhow::{bail, Context, Result};
+use appflow_linux::ledger::{Undo, Undone};
+use appflow_linux::readers::read_start_time;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -79,144 +81,35 @@ pub enum Resource {
 }
 
 /// The state file's content.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct State {
-    /// Always [`STATE_FORMAT`].
-    pub format: String,
-    /// Pid of the `appflow bench` that built the domain.
-    pub owner_pid: u32,
-    /// Resources in creation order.
-    pub created: Vec<Resource>,
+pub type State = appflow_linux::ledger::LedgerFile<Resource>;
+
+/// Records what was created and undoes it, in reverse, exactly once: the
+/// undo ledger the daemon's journal also uses, here undoing on drop too
+/// (error and panic paths leave nothing behind).
+pub type Ledger<O> = appflow_linux::ledger::Ledger<Resource, O>;
+
+/// A ledger writing its state to `state_file` (its directory must be the
+/// first recorded resource or exist already).
+pub fn ledger<O: Undo<Resource>>(state_file: PathBuf, ops: O) -> Ledger<O> {
+    resume(state_file, Vec::new(), ops)
 }
 
-/// Undoes resources. The live implementation acts on the kernel; tests use a fake.
-pub trait Ops {
-    /// Undoes one resource. Must be idempotent (already gone = Ok).
-    fn undo(&mut self, r: &Resource) -> Result<()>;
+/// A ledger resuming a previous run's state (for cleanup).
+pub fn resume<O: Undo<Resource>>(state_file: PathBuf, created: Vec<Resource>, ops: O) -> Ledger<O> {
+    Ledger::resume(state_file, STATE_FORMAT, created, ops).undo_on_drop(true)
 }
 
-/// Records what was created and undoes it, in reverse, exactly once.
-pub struct Ledger<O: Ops> {
-    state_file: PathBuf,
-    created: Vec<Resource>,
-    ops: O,
-    done: bool,
-}
-
-impl<O: Ops> Ledger<O> {
-    /// A ledger writing its state to `state_file` (its directory must be the
-    /// first recorded resource or exist already).
-    pub fn new(state_file: PathBuf, ops: O) -> Self {
-        Self {
-            state_file,
-            created: Vec::new(),
-            ops,
-            done: false,
-        }
-    }
-
-    /// A ledger resuming a previous run's state (for cleanup).
-    pub fn resume(state_file: PathBuf, created: Vec<Resource>, ops: O) -> Self {
-        Self {
-            state_file,
-            created,
-            ops,
-            done: false,
-        }
-    }
-
-    /// Records a resource just created and persists the state.
-    pub fn record(&mut self, r: Resource) -> Result<()> {
-        self.created.push(r);
-        self.done = false;
-        self.persist()
-    }
-
-    /// Removes a resource already undone by the caller (e.g. a daemon that exited).
-    pub fn forget(&mut self, r: &Resource) -> Result<()> {
-        self.created.retain(|x| x != r);
-        self.persist()
-    }
-
-    /// What is recorded, in creation order.
-    pub fn created(&self) -> &[Resource] {
-        &self.created
-    }
-
-    /// The undo operations (for the owner's live actions).
-    pub fn ops(&mut self) -> &mut O {
-        &mut self.ops
-    }
-
-    fn persist(&self) -> Result<()> {
-        let Some(dir) = self.state_file.parent() else {
-            return Ok(());
-        };
-        if !dir.is_dir() {
-            // The run dir itself is gone (torn down): nothing to persist into.
-            return Ok(());
-        }
-        let st = State {
-            format: STATE_FORMAT.into(),
-            owner_pid: std::process::id(),
-            created: self.created.clone(),
-        };
-        let text = serde_json::to_string_pretty(&st)?;
-        write_atomic(&self.state_file, text.as_bytes())
-            .with_context(|| format!("writing {}", self.state_file.display()))
-    }
-
-    /// Undoes everything in reverse creation order. Continues past failures;
-    /// returns them (resource, error). What failed stays recorded.
-    pub fn teardown(&mut self) -> Vec<(Resource, String)> {
-        if self.done {
-            return Vec::new();
-        }
-        let mut failed: Vec<(Resource, String)> = Vec::new();
-        while let Some(r) = self.created.pop() {
-            if let Err(e) = self.ops.undo(&r) {
-                failed.push((r, format!("{e:#}")));
-            }
-            // Persist progress (unless the run dir was just removed).
-            let _ = self.persist_with(&failed);
-        }
-        // Keep the failures recorded for `--cleanup`.
-        failed.reverse();
-        self.created = failed.iter().map(|(r, _)| r.clone()).collect();
-        let _ = self.persist();
-        self.done = true;
-        failed.reverse();
-        failed
-    }
-
-    fn persist_with(&self, failed: &[(Resource, String)]) -> Result<()> {
-        let mut all = self.created.clone();
-        all.extend(failed.iter().rev().map(|(r, _)| r.clone()));
-        let saved = Ledger {
-            state_file: self.state_file.clone(),
-            created: all,
-            ops: NoOps,
-            done: true,
-        };
-        saved.persist()
-    }
-}
-
-impl<O: Ops> Drop for Ledger<O> {
-    fn drop(&mut self) {
-        if !self.done && !self.created.is_empty() {
-            for (r, e) in self.teardown() {
-                eprintln!("appflow bench: teardown of {r:?} failed: {e}");
-            }
-        }
-    }
-}
-
-struct NoOps;
-impl Ops for NoOps {
-    fn undo(&mut self, _r: &Resource) -> Result<()> {
-        Ok(())
-    }
+/// Undoes everything in reverse creation order, continuing past failures,
+/// and returns the failures (resource, error); what failed stays recorded
+/// for `--cleanup`.
+pub fn teardown<O: Undo<Resource, Error = anyhow::Error>>(
+    l: &mut Ledger<O>,
+) -> Vec<(Resource, String)> {
+    l.undo_all()
+        .failed
+        .into_iter()
+        .map(|(r, e)| (r, format!("{e:#}")))
+        .collect()
 }
 
 /// Writes a file atomically (the daemon's helper: temp file, fsync, rename).
@@ -283,7 +176,7 @@ pub fn find_leftovers(roots: &Roots) -> Vec<Resource> {
     if let Ok(text) = std::fs::read_to_string(roots.state_file()) {
         if let Ok(st) = serde_json::from_str::<State>(&text) {
             if st.format == STATE_FORMAT {
-                for r in st.created {
+                for r in st.entries {
                     push(r, &mut out);
                 }
             }
@@ -318,10 +211,8 @@ pub fn find_leftovers(roots: &Roots) -> Vec<Resource> {
             push(Resource::Loop { dev }, &mut out);
         }
     }
-    if let Ok(m) = std::fs::read_to_string(roots.proc_root.join("self/mounts")) {
-        for mp in mounts_under(&m, &roots.run_dir) {
-            push(Resource::Mount { path: mp }, &mut out);
-        }
+    for mp in mounts_under(&roots.proc_root, &roots.run_dir) {
+        push(Resource::Mount { path: mp }, &mut out);
     }
     if let Ok(sw) = std::fs::read_to_string(roots.proc_root.join("swaps")) {
         for dev in swap_devices(&sw) {
@@ -428,12 +319,12 @@ pub fn loop_devices(sys_root: &Path) -> Vec<(PathBuf, String)> {
     out
 }
 
-/// Mount points at or below `dir` in /proc/self/mounts text, deepest first.
-pub fn mounts_under(mounts: &str, dir: &Path) -> Vec<PathBuf> {
+/// Mount points at or below `dir` (from /proc/self/mountinfo), deepest first.
+pub fn mounts_under(proc_root: &Path, dir: &Path) -> Vec<PathBuf> {
+    let mounts = appflow_linux::readers::read_mountinfo(proc_root).unwrap_or_default();
     let mut out: Vec<PathBuf> = mounts
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .map(|m| PathBuf::from(m.replace("\\040", " ")))
+        .into_iter()
+        .map(|m| m.mount_point)
         .filter(|m| m.starts_with(dir))
         .collect();
     out.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
@@ -469,13 +360,6 @@ fn swap_label(dev: &Path) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-/// Start time (ticks since boot, field 22) of a process.
-pub fn start_ticks(proc_root: &Path, pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
 /// Daemons started by a testbed (their command line names a config in the run dir).
 fn leftover_daemons(proc_root: &Path, run_dir: &Path) -> Vec<(u32, u64)> {
     let mut out = Vec::new();
@@ -498,7 +382,7 @@ fn leftover_daemons(proc_root: &Path, run_dir: &Path) -> Vec<(u32, u64)> {
                 .collect();
             let is_daemon = args.iter().any(|a| a == "daemon" || a == "preload-worker");
             if is_daemon && args.iter().any(|a| a.contains(&needle)) {
-                if let Some(t) = start_ticks(proc_root, pid) {
+                if let Some(t) = read_start_time(proc_root, pid) {
                     out.push((pid, t));
                 }
             }
@@ -579,19 +463,30 @@ fn is_swap_active(proc_root: &Path, dev: &Path) -> bool {
         .unwrap_or(false)
 }
 
-impl Ops for LiveOps {
-    fn undo(&mut self, r: &Resource) -> Result<()> {
+impl Undo<Resource> for LiveOps {
+    type Error = anyhow::Error;
+    fn undo(&mut self, r: &Resource) -> Result<Undone> {
+        self.undo_resource(r).map(|()| Undone::Done)
+    }
+}
+
+impl LiveOps {
+    /// Undoes one resource; idempotent (already gone = Ok).
+    fn undo_resource(&mut self, r: &Resource) -> Result<()> {
         use nix::sys::signal::Signal;
         match r {
             Resource::Process {
                 pid,
                 start_ticks: t,
             } => {
-                if start_ticks(&self.proc_root, *pid) != Some(*t) {
+                if read_start_time(&self.proc_root, *pid) != Some(*t) {
                     return Ok(());
                 }
                 signal(*pid, Signal::SIGTERM);
-                let alive = || start_ticks(&self.proc_root, *pid) == Some(*t) && !is_zombie(*pid);
+                let alive = || {
+                    read_start_time(&self.proc_root, *pid) == Some(*t)
+                        && !is_zombie(&self.proc_root, *pid)
+                };
                 if !wait_until(Duration::from_secs(10), || !alive()) {
                     signal(*pid, Signal::SIGKILL);
                     wait_until(Duration::from_secs(2), || !alive());
@@ -652,11 +547,7 @@ impl Ops for LiveOps {
                 Ok(())
             }
             Resource::Mount { path } => {
-                let mounted = || {
-                    std::fs::read_to_string(self.proc_root.join("self/mounts"))
-                        .map(|m| mounts_under(&m, path).iter().any(|p| p == path))
-                        .unwrap_or(false)
-                };
+                let mounted = || mounts_under(&self.proc_root, path).contains(path);
                 if !mounted() {
                     return Ok(());
                 }
@@ -702,11 +593,8 @@ impl Ops for LiveOps {
     }
 }
 
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
-        .unwrap_or(true)
+fn is_zombie(proc_root: &Path, pid: u32) -> bool {
+    appflow_linux::readers::read_stat(proc_root, pid).map_or(true, |s| s.state == 'Z')
 }
 
 #[cfg(test)]
@@ -719,13 +607,14 @@ mod tests {
         log: Arc<Mutex<Vec<Resource>>>,
         fail: Option<Resource>,
     }
-    impl Ops for Fake {
-        fn undo(&mut self, r: &Resource) -> Result<()> {
+    impl Undo<Resource> for Fake {
+        type Error = anyhow::Error;
+        fn undo(&mut self, r: &Resource) -> Result<Undone> {
             self.log.lock().unwrap().push(r.clone());
             if self.fail.as_ref() == Some(r) {
                 bail!("boom");
             }
-            Ok(())
+            Ok(Undone::Done)
         }
     }
 
@@ -753,26 +642,22 @@ mod tests {
     fn teardown_is_reverse_order_and_once() {
         let d = tempfile::tempdir().unwrap();
         let fake = Fake::default();
-        let mut l = Ledger::new(d.path().join("state.json"), fake.clone());
+        let mut l = ledger(d.path().join("state.json"), fake.clone());
         for r in sample() {
             l.record(r).unwrap();
         }
         let st: State =
             serde_json::from_str(&std::fs::read_to_string(d.path().join("state.json")).unwrap())
                 .unwrap();
-        assert_eq!(st.created, sample());
-        assert!(l.teardown().is_empty());
+        assert_eq!((st.format.as_str(), st.entries), (STATE_FORMAT, sample()));
+        assert!(teardown(&mut l).is_empty());
         let mut want = sample();
         want.reverse();
         assert_eq!(*fake.log.lock().unwrap(), want);
-        // Second teardown and drop do nothing more.
-        assert!(l.teardown().is_empty());
+        // Drop does nothing more; nothing is left recorded.
         drop(l);
         assert_eq!(fake.log.lock().unwrap().len(), want.len());
-        let st: State =
-            serde_json::from_str(&std::fs::read_to_string(d.path().join("state.json")).unwrap())
-                .unwrap();
-        assert!(st.created.is_empty());
+        assert!(!d.path().join("state.json").exists());
     }
 
     #[test]
@@ -786,7 +671,7 @@ mod tests {
             ..Default::default()
         };
         {
-            let mut l = Ledger::new(d.path().join("state.json"), fake.clone());
+            let mut l = ledger(d.path().join("state.json"), fake.clone());
             for r in sample() {
                 l.record(r).unwrap();
             }
@@ -797,7 +682,7 @@ mod tests {
         let st: State =
             serde_json::from_str(&std::fs::read_to_string(d.path().join("state.json")).unwrap())
                 .unwrap();
-        assert_eq!(st.created, vec![failing]);
+        assert_eq!(st.entries, vec![failing]);
     }
 
     #[test]
@@ -807,7 +692,7 @@ mod tests {
         let f2 = fake.clone();
         let path = d.path().join("state.json");
         let r = std::panic::catch_unwind(move || {
-            let mut l = Ledger::new(path, f2);
+            let mut l = ledger(path, f2);
             l.record(sample()[0].clone()).unwrap();
             panic!("mid-run failure");
         });
@@ -852,9 +737,10 @@ mod tests {
         .unwrap();
         let mnt = roots.run_dir.join("mnt");
         std::fs::write(
-            roots.proc_root.join("self/mounts"),
+            roots.proc_root.join("self/mountinfo"),
             format!(
-                "/dev/vda / ext4 rw 0 0\n/dev/loop3 {} ext4 rw 0 0\n",
+                "22 1 252:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n\
+                 61 22 7:3 / {} rw,relatime shared:30 - ext4 /dev/loop3 rw\n",
                 mnt.display()
             ),
         )
@@ -903,11 +789,6 @@ mod tests {
 
     #[test]
     fn proc_text_parsers() {
-        let m = "a /run/appflow-bench/mnt ext4 rw 0 0\nb /run/other x rw 0 0\n";
-        assert_eq!(
-            mounts_under(m, Path::new("/run/appflow-bench")),
-            vec![PathBuf::from("/run/appflow-bench/mnt")]
-        );
         let s = "Filename\tType\tSize\tUsed\tPriority\n/dev/zram1 partition 100 0 32767\n";
         assert_eq!(swap_devices(s), vec![PathBuf::from("/dev/zram1")]);
         assert_eq!(zram_index(Path::new("/dev/zram12")), Some(12));

@@ -7,32 +7,16 @@ use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Sets by the SIGINT/SIGTERM handler; every wait loop checks it.
-static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-extern "C" fn on_signal(_sig: libc::c_int) {
-    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
-}
-
 /// Installs the SIGINT/SIGTERM handler (sets a flag; the run stops at the
 /// next check and tears the domain down).
 pub fn install_signal_handlers() -> Result<()> {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let act = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::empty(),
-        SigSet::empty(),
-    );
-    for s in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only stores into an atomic.
-        unsafe { sigaction(s, &act) }.with_context(|| format!("installing {s} handler"))?;
-    }
+    appflow_linux::signals::install().context("installing SIGINT/SIGTERM handlers")?;
     Ok(())
 }
 
 /// True once SIGINT or SIGTERM arrived.
 pub fn interrupted() -> bool {
-    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
+    appflow_linux::signals::stop_requested()
 }
 
 /// Fails with "interrupted" if a signal arrived.
@@ -137,7 +121,7 @@ fn run(cmd: &str, args: &[&str]) -> Result<String> {
 pub fn cleanup(roots: &Roots) -> Result<Vec<Resource>> {
     if let Ok(text) = std::fs::read_to_string(roots.state_file()) {
         if let Ok(st) = serde_json::from_str::<domain::State>(&text) {
-            let pid = st.owner_pid;
+            let pid = st.pid;
             if pid != std::process::id() && roots.proc_root.join(pid.to_string()).exists() {
                 let cmd = std::fs::read(roots.proc_root.join(format!("{pid}/cmdline")))
                     .unwrap_or_default();
@@ -154,8 +138,8 @@ pub fn cleanup(roots: &Roots) -> Result<Vec<Resource>> {
     if found.is_empty() {
         return Ok(found);
     }
-    let mut l = Ledger::resume(roots.state_file(), found.clone(), LiveOps::new(roots));
-    let failed = l.teardown();
+    let mut l = domain::resume(roots.state_file(), found.clone(), LiveOps::new(roots));
+    let failed = domain::teardown(&mut l);
     if !failed.is_empty() {
         let msg: Vec<String> = failed.iter().map(|(r, e)| format!("{r:?}: {e}")).collect();
         bail!("cleanup left things behind:\n  {}", msg.join("\n  "));
@@ -166,7 +150,7 @@ pub fn cleanup(roots: &Roots) -> Result<Vec<Resource>> {
 impl Domain {
     /// Builds the domain. `image_bytes` sizes the ext4 image.
     pub fn build(roots: Roots, device: Device, image_bytes: u64) -> Result<Self> {
-        let mut ledger = Ledger::new(roots.state_file(), LiveOps::new(&roots));
+        let mut ledger = domain::ledger(roots.state_file(), LiveOps::new(&roots));
         std::fs::create_dir_all(&roots.run_dir)
             .with_context(|| format!("creating {}", roots.run_dir.display()))?;
         ledger.record(Resource::RunDir {
@@ -367,7 +351,7 @@ impl Domain {
 
     /// Records a process started outside the cgroups (the daemon).
     pub fn track_process(&mut self, pid: u32) -> Result<Option<Resource>> {
-        let Some(t) = domain::start_ticks(&self.roots.proc_root, pid) else {
+        let Some(t) = appflow_linux::readers::read_start_time(&self.roots.proc_root, pid) else {
             return Ok(None);
         };
         let r = Resource::Process {
@@ -380,7 +364,7 @@ impl Domain {
 
     /// Forgets a tracked process that the caller stopped.
     pub fn untrack(&mut self, r: &Resource) -> Result<()> {
-        self.ledger.forget(r)
+        Ok(self.ledger.forget(r)?)
     }
 
     /// zram's statistics: (original data bytes, compressed pool bytes).
@@ -402,7 +386,7 @@ impl Domain {
 
     /// Tears everything down now. Errors list what could not be undone.
     pub fn teardown(&mut self) -> Result<()> {
-        let failed = self.ledger.teardown();
+        let failed = domain::teardown(&mut self.ledger);
         if failed.is_empty() {
             Ok(())
         } else {

@@ -24,6 +24,32 @@ fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow::anyhow!("plotting: {e:?}")
 }
 
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// Draws the legend (at `at`, else plotters' default place) and writes the file.
+fn finish<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    root: &DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    at: Option<SeriesLabelPosition>,
+    path: &Path,
+) -> Result<()> {
+    let mut legend = chart.configure_series_labels();
+    if let Some(at) = at {
+        legend.position(at);
+    }
+    legend
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present()
+        .with_context(|| format!("writing {}", path.display()))
+}
+
 /// Bars of the median cold-launch latency (with p90 whiskers) per app and policy.
 pub fn latency(report: &RunReport, path: &Path) -> Result<()> {
     let mut apps: Vec<String> = report
@@ -100,15 +126,7 @@ pub fn latency(report: &RunReport, path: &Path) -> Result<()> {
             }))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
-    root.present()
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    finish(&mut chart, &root, None, path)
 }
 
 /// Timeline of one launch: memory in the domain (MiB), cumulative storage
@@ -186,14 +204,10 @@ pub fn timeline(title: &str, pts: &[TimelinePoint], path: &Path) -> Result<()> {
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], c.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
-    root.present()
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    finish(
+        &mut chart,
+        &root,
+        Some(SeriesLabelPosition::UpperLeft),
+        path,
+    )
 }

@@ -18,6 +18,7 @@ use crate::spec::{AppBody, AppClass, AppSpec, Ready};
 use crate::synth::{self, Layout};
 use anyhow::{Context, Result};
 use appflow_core::report::LaunchKind;
+use appflow_linux::readers::{MemCgStat, MemCgroup};
 pub use appflow_sim::trace::{EventKind, TraceEvent};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,12 +33,12 @@ pub const FOREGROUND_ADJ: i32 = 0;
 /// stock kernel's OOM killer picks background apps like lmkd would.
 pub const BACKGROUND_ADJ: i32 = 900;
 
-/// A scenario (seed 000 §6.1).
+/// A scenario (the AppFlow paper §6.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scenario {
     /// Target cold launch with no background load (the baseline of the
-    /// load slowdown, seed 000 Fig. 4).
+    /// load slowdown, the AppFlow paper Fig. 4).
     Idle,
     /// Target cold launch with 5 small apps in the background.
     Low,
@@ -193,18 +194,20 @@ impl Bed {
     }
 
     fn sample(&self) -> counters::Sample {
-        let mut s = counters::sample(
-            &self.domain.roots.proc_root,
-            &self.domain.roots.mem_root(),
-            &self.domain.roots.blkio_root(),
-            &self.domain.loop_majmin,
-        );
+        let mut s = counters::sample(&self.domain.roots.proc_root, &self.domain.roots.mem_root());
         // The domain reads through the flash device, not from the loop device.
         let st = self.domain.flash_stats();
         s.read_bytes = st.bytes();
         s.read_ios = st.requests.load(std::sync::atomic::Ordering::Relaxed);
         s
     }
+}
+
+/// A cgroup's memory.stat; zeros when it cannot be read (a leaf removed).
+fn memcg_stat(path: &Path) -> MemCgStat {
+    MemCgroup::open(path)
+        .and_then(|c| c.stat())
+        .unwrap_or_default()
 }
 
 /// One launch.
@@ -237,7 +240,7 @@ pub struct AtLaunch {
     pub free_bytes: u64,
     /// Pages of the target's own files (its leaf's memory.stat
     /// workingset_refault_file) re-read during the launch after reclaim had
-    /// evicted them (seed 000 Fig. 8b).
+    /// evicted them (the AppFlow paper Fig. 8b).
     pub own_file_refault_pages: u64,
     /// Bytes the flash device served during the launch.
     pub read_bytes: u64,
@@ -506,13 +509,10 @@ impl<'a> Session<'a> {
     /// device's bytes now (deltas make [`AtLaunch`]).
     fn launch_probe(&self, app: &str) -> Result<AtLaunch> {
         let a = self.bed.app(app)?;
-        let rd = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
-        let mem = self.bed.domain.roots.mem_root();
-        let usage: u64 = rd(mem.join("memory.usage_in_bytes"))
-            .trim()
-            .parse()
+        let usage = MemCgroup::open(&self.bed.domain.roots.mem_root())
+            .and_then(|c| c.usage_bytes())
             .unwrap_or(0);
-        let leaf = counters::parse_kv(&rd(a.leaf.mem.join("memory.stat")));
+        let leaf = memcg_stat(&a.leaf.mem);
         Ok(AtLaunch {
             free_bytes: self
                 .bed
@@ -520,7 +520,7 @@ impl<'a> Session<'a> {
                 .device
                 .app_memory_bytes
                 .saturating_sub(usage),
-            own_file_refault_pages: leaf.get("workingset_refault_file").copied().unwrap_or(0),
+            own_file_refault_pages: leaf.refault_file,
             read_bytes: self.bed.domain.flash_stats().bytes(),
         })
     }
@@ -530,13 +530,8 @@ impl<'a> Session<'a> {
     /// memory.stat, and the share of its launch file bytes no longer cached).
     fn switch_kind(&self, app: &str) -> Result<LaunchKind> {
         let a = self.bed.app(app)?;
-        let stat = counters::parse_kv(
-            &std::fs::read_to_string(a.leaf.mem.join("memory.stat")).unwrap_or_default(),
-        );
-        let (swap, rss) = (
-            stat.get("swap").copied().unwrap_or(0),
-            stat.get("rss").copied().unwrap_or(0),
-        );
+        let stat = memcg_stat(&a.leaf.mem);
+        let (swap, rss) = (stat.swap_bytes, stat.anon_bytes);
         let swapped = swap as f64 / (swap + rss).max(1) as f64;
         let gone = match &a.layout {
             Some(l) => {
@@ -640,31 +635,27 @@ impl Sampler {
         let socket = with_daemon.then(|| bed.daemon.socket());
         let handle = std::thread::spawn(move || {
             let t0 = Instant::now();
-            let rd = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+            let cg = MemCgroup::open(&mem).ok();
             let read0 = flash.bytes();
             let mut out = Vec::new();
             let mut k = 0u64;
             loop {
-                let stat = counters::parse_kv(&rd(mem.join("memory.stat")));
-                let g = |k: &str| stat.get(k).copied().unwrap_or(0);
+                let stat = cg.as_ref().and_then(|c| c.stat().ok()).unwrap_or_default();
                 let mode = match (&socket, k % 2) {
                     (Some(sock), 0) => daemon_mode(sock),
                     _ => out.last().and_then(|p: &TimelinePoint| p.mode.clone()),
                 };
                 out.push(TimelinePoint {
                     t_ms: t0.elapsed().as_secs_f64() * 1000.0,
-                    usage_bytes: rd(mem.join("memory.usage_in_bytes"))
-                        .trim()
-                        .parse()
-                        .unwrap_or(0),
-                    cache_bytes: g("total_cache"),
-                    rss_bytes: g("total_rss"),
-                    swap_bytes: g("total_swap"),
+                    usage_bytes: cg.as_ref().and_then(|c| c.usage_bytes().ok()).unwrap_or(0),
+                    cache_bytes: stat.file_bytes,
+                    rss_bytes: stat.anon_bytes,
+                    swap_bytes: stat.swap_bytes,
                     read_bytes: flash.bytes().saturating_sub(read0),
-                    swappiness: rd(mem.join("memory.swappiness"))
-                        .trim()
-                        .parse()
-                        .unwrap_or(0),
+                    swappiness: cg
+                        .as_ref()
+                        .and_then(|c| c.swappiness().ok().flatten())
+                        .map_or(0, u64::from),
                     mode,
                 });
                 k += 1;
@@ -713,7 +704,7 @@ fn find_mode(v: &serde_json::Value) -> Option<String> {
     }
 }
 
-/// The background load of a target-launch scenario (seed 000 §6.1):
+/// The background load of a target-launch scenario (the AppFlow paper §6.1):
 /// GB-scale apps first, then small ones.
 pub fn background(apps: &[App], scenario: Scenario, target: &str) -> Vec<String> {
     let set: Vec<(&str, AppClass)> = apps.iter().map(|a| (a.name(), a.spec.class)).collect();

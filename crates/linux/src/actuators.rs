@@ -1,4 +1,4 @@
-//! The live mechanisms behind the core's traits (SPEC §2, STYLE §5), each
+//! The live mechanisms behind the core's traits (`appflow_core::mechanism`), each
 //! with a dry-run mode that decides and logs but changes nothing:
 //!
 //! | module | trait | how |
@@ -136,20 +136,7 @@ pub fn set_nice(pid: u32, nice: i32) -> Result<(), i32> {
     }
 }
 
-/// The process's start time (field 22 of /proc/PID/stat, clock ticks since
-/// boot): with the pid it identifies a process across PID reuse.
-pub fn read_start_time(proc_root: &std::path::Path, pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
-    parse_stat_start_time(&text)
-}
-
-/// Parses the start time out of /proc/PID/stat text (the comm field may
-/// hold spaces and parentheses, so fields are counted after the last ')').
-pub fn parse_stat_start_time(text: &str) -> Option<u64> {
-    let rest = &text[text.rfind(')')? + 1..];
-    // After ')': field 3 (state) is the first; start time is field 22.
-    rest.split_whitespace().nth(22 - 3)?.parse().ok()
-}
+pub use crate::readers::read_start_time;
 
 /// fanotify_init with the flags the recorder uses; the group is closed at once.
 fn probe_fanotify() -> Result<(), i32> {
@@ -266,17 +253,6 @@ impl Features {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_start_time_survives_odd_comm() {
-        // Real /proc/self/stat layout with a comm holding ") (" and spaces.
-        let text = "4242 (a) (b c) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 \
-                    987654 1000000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0";
-        assert_eq!(parse_stat_start_time(text), Some(987654));
-        assert_eq!(parse_stat_start_time("garbage"), None);
-        let own = read_start_time(std::path::Path::new("/proc"), std::process::id());
-        assert!(own.is_some());
-    }
 
     #[test]
     fn probe_finds_this_kernels_features() {

@@ -6,7 +6,7 @@
 
 use crate::cli::{emit, out};
 use crate::config::Config;
-use crate::daemon::run::{install_signal_handlers, Runtime, WorkerCommand};
+use crate::daemon::run::{Runtime, WorkerCommand};
 use crate::daemon::EventKind;
 use crate::socket::{request, Request};
 use appflow_core::InputError;
@@ -154,7 +154,7 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
         ))?;
         return Ok(());
     }
-    let stop = install_signal_handlers()?;
+    let stop = crate::signals::install()?;
     let rt = Runtime::new(cfg, &WorkerCommand::current_exe()?)?;
     rt.run(stop)
 }

@@ -1,26 +1,25 @@
-//! The journal of changed settings (SPEC §9): every sysctl or cgroup file the
-//! daemon changes is recorded with its original value in
-//! `<state_dir>/journal.json` (atomic write) BEFORE the change, and written
-//! back on exit. A journal left behind by a crashed daemon is replayed (every
-//! original value restored) and removed when the next daemon starts.
+//! The journal of changed settings: every sysctl or cgroup file the daemon
+//! changes is recorded with its original value in `<state_dir>/journal.json`
+//! BEFORE the change, and written back on exit. A journal left behind by a
+//! crashed daemon is replayed (every original value restored) and removed
+//! when the next daemon starts. It is a [`Ledger`] of [`Entry`]s, the same
+//! undo ledger the testbed keeps of what it builds.
 //!
 //! Files that vanished in between (a cgroup removed by its owner) are not an
 //! error on restore: there is nothing left to restore.
 
-use crate::store::write_atomic;
+use crate::ledger::{Ledger, LedgerError, LedgerFile, Undo, Undone};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 /// The `format` tag of the journal file.
 pub const JOURNAL_FORMAT: &str = "appflow-journal";
-/// Journal schema version.
-pub const JOURNAL_VERSION: u32 = 1;
 
 /// A journal failure.
 #[derive(Debug, Error)]
 pub enum JournalError {
-    /// Reading or writing a setting or the journal failed.
+    /// Reading or writing a setting failed.
     #[error("{what} {path}: {source}")]
     Io {
         /// What was being done.
@@ -30,14 +29,9 @@ pub enum JournalError {
         /// The error.
         source: std::io::Error,
     },
-    /// The journal file is not a journal.
-    #[error("journal {path} is corrupt: {msg}")]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        msg: String,
-    },
+    /// The journal file itself could not be read, written or parsed.
+    #[error("journal {0}")]
+    Ledger(#[from] LedgerError),
 }
 
 /// One changed setting and its original value.
@@ -47,15 +41,6 @@ pub struct Entry {
     pub path: PathBuf,
     /// Its content before the first change (trimmed).
     pub original: String,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct JournalFile {
-    format: String,
-    version: u32,
-    /// PID of the daemon that wrote it.
-    pid: u32,
-    entries: Vec<Entry>,
 }
 
 /// What replaying a left-behind journal did.
@@ -69,11 +54,25 @@ pub struct Replay {
     pub failed: Vec<(PathBuf, String)>,
 }
 
+/// Writes original values back.
+#[derive(Debug, Default)]
+pub struct RestoreSetting;
+
+impl Undo<Entry> for RestoreSetting {
+    type Error = JournalError;
+    fn undo(&mut self, e: &Entry) -> Result<Undone, JournalError> {
+        match write_setting(&e.path, &e.original) {
+            Ok(()) => Ok(Undone::Done),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Undone::Gone),
+            Err(err) => Err(io("restoring setting", &e.path)(err)),
+        }
+    }
+}
+
 /// The live journal.
 #[derive(Debug)]
 pub struct Journal {
-    path: PathBuf,
-    entries: Vec<Entry>,
+    ledger: Ledger<Entry, RestoreSetting>,
     dry_run: bool,
 }
 
@@ -102,85 +101,51 @@ impl Journal {
     /// In dry-run mode nothing is replayed, written or changed.
     pub fn open(path: &Path, dry_run: bool) -> Result<(Self, Replay), JournalError> {
         let mut replay = Replay::default();
-        if !dry_run && path.exists() {
+        if !dry_run {
             replay = Self::replay(path)?;
         }
-        Ok((
-            Self {
-                path: path.to_path_buf(),
-                entries: Vec::new(),
-                dry_run,
-            },
-            replay,
-        ))
+        let ledger = Ledger::new(path.to_path_buf(), JOURNAL_FORMAT, RestoreSetting);
+        Ok((Self { ledger, dry_run }, replay))
     }
 
     /// Restores every setting of the journal file at `path` (latest change
-    /// first) and removes the file.
+    /// first). The file is removed once nothing is left to restore; what
+    /// could not be restored stays in it.
     pub fn replay(path: &Path) -> Result<Replay, JournalError> {
-        let text = std::fs::read_to_string(path).map_err(io("reading journal", path))?;
-        let corrupt = |msg: String| JournalError::Corrupt {
-            path: path.to_path_buf(),
-            msg,
+        let Some(file) = LedgerFile::<Entry>::read(path, JOURNAL_FORMAT)? else {
+            return Ok(Replay::default());
         };
-        let file: JournalFile = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
-        if file.format != JOURNAL_FORMAT || file.version != JOURNAL_VERSION {
-            return Err(corrupt(format!(
-                "format {:?} version {} (expected {JOURNAL_FORMAT:?} {JOURNAL_VERSION})",
-                file.format, file.version
-            )));
-        }
-        let mut replay = Replay::default();
-        for e in file.entries.iter().rev() {
-            match write_setting(&e.path, &e.original) {
-                Ok(()) => replay.restored.push(e.clone()),
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                    replay.vanished.push(e.path.clone())
-                }
-                Err(err) => replay.failed.push((e.path.clone(), err.to_string())),
-            }
-        }
-        if replay.failed.is_empty() {
-            std::fs::remove_file(path).map_err(io("removing journal", path))?;
-        }
-        Ok(replay)
+        let mut left = Ledger::resume(
+            path.to_path_buf(),
+            JOURNAL_FORMAT,
+            file.entries,
+            RestoreSetting,
+        );
+        let r = left.undo_all();
+        Ok(Replay {
+            restored: r.done,
+            vanished: r.gone.into_iter().map(|e| e.path).collect(),
+            failed: r
+                .failed
+                .into_iter()
+                .map(|(e, err)| (e.path, err.to_string()))
+                .collect(),
+        })
     }
 
     /// The journal file.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.ledger.path()
     }
 
     /// Settings changed and not yet restored.
     pub fn entries(&self) -> &[Entry] {
-        &self.entries
+        self.ledger.entries()
     }
 
     /// Whether `file` has been changed and not restored.
     pub fn is_changed(&self, file: &Path) -> bool {
-        self.entries.iter().any(|e| e.path == file)
-    }
-
-    fn persist(&self) -> Result<(), JournalError> {
-        if self.entries.is_empty() {
-            return match std::fs::remove_file(&self.path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    Err(io("removing journal", &self.path)(e))
-                }
-                _ => Ok(()),
-            };
-        }
-        if let Some(dir) = self.path.parent() {
-            crate::store::create_private_dir(dir).map_err(io("creating", dir))?;
-        }
-        let file = JournalFile {
-            format: JOURNAL_FORMAT.into(),
-            version: JOURNAL_VERSION,
-            pid: std::process::id(),
-            entries: self.entries.clone(),
-        };
-        let text = serde_json::to_string_pretty(&file).expect("journal serialises");
-        write_atomic(&self.path, text.as_bytes()).map_err(io("writing journal", &self.path))
+        self.entries().iter().any(|e| e.path == file)
     }
 
     /// Sets `file` to `value`, recording its original value in the journal
@@ -193,13 +158,17 @@ impl Journal {
         }
         if !self.is_changed(file) {
             let original = std::fs::read_to_string(file).map_err(io("reading setting", file))?;
-            self.entries.push(Entry {
+            if let Some(dir) = self.path().parent() {
+                crate::store::create_private_dir(dir).map_err(io("creating", dir))?;
+            }
+            let entry = Entry {
                 path: file.to_path_buf(),
                 original: original.trim().to_string(),
-            });
-            if let Err(e) = self.persist() {
-                self.entries.pop();
-                return Err(e);
+            };
+            if let Err(e) = self.ledger.record(entry.clone()) {
+                // Not journaled, so not changed.
+                let _ = self.ledger.forget(&entry);
+                return Err(e.into());
             }
         }
         write_setting(file, value).map_err(io("writing setting", file))?;
@@ -210,31 +179,21 @@ impl Journal {
     /// Writes `file`'s original value back and forgets it. A file that no
     /// longer exists counts as restored.
     pub fn restore(&mut self, file: &Path) -> Result<(), JournalError> {
-        let Some(i) = self.entries.iter().position(|e| e.path == file) else {
+        let Some(e) = self.entries().iter().find(|e| e.path == file).cloned() else {
             return Ok(());
         };
-        let e = self.entries[i].clone();
-        match write_setting(&e.path, &e.original) {
-            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-                return Err(io("restoring setting", &e.path)(err));
-            }
-            _ => {}
-        }
-        self.entries.remove(i);
-        self.persist()
+        self.ledger.undo(&e).map(|_| ())
     }
 
     /// Restores every changed setting (latest first). Returns the failures;
     /// the journal file stays behind if any (the next start replays it).
     pub fn restore_all(&mut self) -> Vec<JournalError> {
-        let mut errors = Vec::new();
-        let paths: Vec<PathBuf> = self.entries.iter().rev().map(|e| e.path.clone()).collect();
-        for p in paths {
-            if let Err(e) = self.restore(&p) {
-                errors.push(e);
-            }
-        }
-        errors
+        self.ledger
+            .undo_all()
+            .failed
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect()
     }
 }
 

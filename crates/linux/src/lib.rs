@@ -17,8 +17,10 @@ pub mod actuators;
 pub mod config;
 pub mod daemon;
 pub mod journal;
+pub mod ledger;
 pub mod lock;
 pub mod procevents;
+pub mod signals;
 pub mod socket;
 
 pub mod cli;

@@ -1,18 +1,18 @@
 //! Live sensors: parsers and readers of /proc and memory-cgroup files.
 //!
 //! Every parser is pure and takes the file's text (`&str`), so text captured
-//! on any device parses on any host (STYLE §1). Every reader takes a root
+//! on any device parses on any host. Every reader takes a root
 //! (`proc_root`, e.g. `/proc` or a fixture tree; a cgroup directory) and
-//! only joins paths under it (STYLE §2). Errors are [`ReadError`]s that name
+//! only joins paths under it. Errors are [`ReadError`]s that name
 //! the file and what was wrong with it.
 //!
 //! The small key/value parsers are written here rather than taken from
-//! `procfs-core` because the contract needs errors that name the file and the
+//! `procfs-core` because the daemon needs errors that name the file and the
 //! field, tolerance of keys that come and go between kernel versions, and
 //! one shape for cgroup v1 and v2.
 //!
 //! Samples are raw counters as the kernel reports them; rates are derived by
-//! the caller from two samples and the elapsed time (STYLE §3).
+//! the caller from two samples and the elapsed time.
 
 pub mod demand;
 mod memcg;
@@ -228,7 +228,7 @@ impl VmStat {
             .fold(0u64, u64::wrapping_add)
     }
 
-    /// Pages allocated: the sum of every `pgalloc_*` zone counter (seed 000
+    /// Pages allocated: the sum of every `pgalloc_*` zone counter (the AppFlow paper
     /// Algorithm 1 samples this every 100 ms to get n_alloc).
     pub fn pgalloc_total(&self) -> u64 {
         self.sum_prefix("pgalloc_")
@@ -442,7 +442,7 @@ pub struct SmapsRollup {
 }
 
 impl SmapsRollup {
-    /// Footprint as the killer counts it: (Rss + Swap) in bytes (seed 000 §4.3, M_current).
+    /// Footprint as the killer counts it: (Rss + Swap) in bytes (the AppFlow paper §4.3, M_current).
     pub fn footprint_bytes(&self) -> u64 {
         (self.rss_kb + self.swap_kb) * 1024
     }
@@ -592,28 +592,64 @@ pub fn read_comm(proc_root: &Path, pid: u32) -> Result<String, ReadError> {
     Ok(text.trim_end_matches('\n').to_string())
 }
 
-/// Parses the parent pid out of `/proc/PID/stat` (field 4; the comm in
-/// field 2 may contain spaces and parentheses, so fields are counted after
-/// the last ')').
-pub fn parse_stat_ppid(text: &str) -> Result<u32, ReadError> {
+/// The fields of `/proc/PID/stat` this project uses (proc(5) numbering).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// Field 3: state (`R`, `S`, `D`, `Z`, …).
+    pub state: char,
+    /// Field 4: parent pid.
+    pub ppid: u32,
+    /// Field 10: minor faults.
+    pub minflt: u64,
+    /// Field 12: major faults.
+    pub majflt: u64,
+    /// Field 22: start time, clock ticks after boot. With the pid it
+    /// identifies a process across PID reuse.
+    pub start_time: u64,
+}
+
+/// Parses `/proc/PID/stat`. The comm (field 2) may hold spaces and
+/// parentheses, so fields are counted after the last ')'.
+pub fn parse_stat(text: &str) -> Result<ProcStat, ReadError> {
     const FILE: &str = "stat";
     let after = text
         .rfind(')')
         .map(|i| &text[i + 1..])
         .ok_or_else(|| parse_err(FILE, "no ')' closing the comm field"))?;
-    let mut it = after.split_whitespace();
-    let _state = it.next();
-    let ppid = it
-        .next()
-        .ok_or_else(|| parse_err(FILE, "field ppid is missing"))?;
-    ppid.parse::<u32>()
-        .map_err(|_| parse_err(FILE, format!("field ppid: {ppid:?} is not a pid")))
+    // After ')': field 3 (state) is index 0, so field N is index N - 3.
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let field = |n: usize, name: &str| {
+        f.get(n - 3)
+            .copied()
+            .ok_or_else(|| parse_err(FILE, format!("field {name} is missing")))
+    };
+    let num = |n: usize, name: &str| field(n, name).and_then(|v| parse_u64(FILE, name, v));
+    let ppid = field(4, "ppid")?;
+    Ok(ProcStat {
+        state: field(3, "state")?.chars().next().unwrap_or('?'),
+        ppid: ppid
+            .parse()
+            .map_err(|_| parse_err(FILE, format!("field ppid: {ppid:?} is not a pid")))?,
+        minflt: num(10, "minflt")?,
+        majflt: num(12, "majflt")?,
+        start_time: num(22, "starttime")?,
+    })
+}
+
+/// Reads `<proc_root>/<pid>/stat`.
+pub fn read_stat(proc_root: &Path, pid: u32) -> Result<ProcStat, ReadError> {
+    let path = pid_path(proc_root, pid, "stat");
+    parse_stat(&read_text(&path)?).map_err(|e| e.at(&path))
 }
 
 /// Reads the parent pid from `<proc_root>/<pid>/stat`.
 pub fn read_ppid(proc_root: &Path, pid: u32) -> Result<u32, ReadError> {
-    let path = pid_path(proc_root, pid, "stat");
-    parse_stat_ppid(&read_text(&path)?).map_err(|e| e.at(&path))
+    read_stat(proc_root, pid).map(|s| s.ppid)
+}
+
+/// The process's start time ([`ProcStat::start_time`]); `None` when it is gone.
+pub fn read_start_time(proc_root: &Path, pid: u32) -> Option<u64> {
+    read_stat(proc_root, pid).ok().map(|s| s.start_time)
 }
 
 /// `pid` and all its living descendants, found through every process's

@@ -133,13 +133,22 @@ fn process_files_from_real_text() {
 }
 
 #[test]
-fn stat_ppid_with_hostile_comm() {
-    assert_eq!(parse_stat_ppid("12 (a) b) (c) S 7 12 12 0").unwrap(), 7);
-    assert!(parse_stat_ppid("12 a S 7").is_err());
-    assert!(parse_stat_ppid("12 (a) S x")
-        .unwrap_err()
-        .to_string()
-        .contains("ppid"));
+fn stat_fields_with_hostile_comm() {
+    let real = std::fs::read_to_string(fx("vm6/proc/4242/stat")).unwrap();
+    let s = parse_stat(&real).unwrap();
+    assert_eq!((s.state, s.ppid), ('S', 9955));
+    assert_eq!((s.minflt, s.majflt, s.start_time), (19271, 15, 45999));
+    // A comm holding ") (" and spaces: fields count after the last ')'.
+    let odd = real.replace("(python3)", "(a) b) (c d)");
+    assert_eq!(parse_stat(&odd).unwrap(), s);
+    assert!(parse_stat("12 a S 7").is_err());
+    let e = parse_stat("12 (a) S x 1 1").unwrap_err().to_string();
+    assert!(e.contains("ppid"), "{e}");
+    let e = parse_stat("12 (a) S 7 12 12 0").unwrap_err().to_string();
+    assert!(e.contains("minflt"), "{e}");
+    let own = read_start_time(std::path::Path::new("/proc"), std::process::id());
+    assert!(own.is_some());
+    assert_eq!(read_start_time(&fx("vm6/proc"), 4242), Some(45999));
 }
 
 #[test]
@@ -223,6 +232,11 @@ fn memcg_v1_from_real_text() {
     assert_eq!(s.inactive_anon_bytes, 107_692_032);
     assert_eq!(s.pgfault, 53_788);
     assert_eq!(s.workingset_refault, 62_647);
+    assert_eq!((s.refault_anon, s.refault_file), (0, 62_647));
+    // memory.failcnt and memory.oom_control captured after a 96 MiB
+    // allocation in a 32 MiB cgroup with swappiness 0 was OOM-killed.
+    assert_eq!(cg.limit_hits().unwrap(), 78);
+    assert_eq!(cg.oom_kills().unwrap(), 1);
     assert_eq!((s.pgscan, s.pgsteal, s.swap_bytes), (0, 0, 0));
     assert_eq!(s.mapped_file_bytes, 4_096);
     // M_aval: limit − usage + (inactive_file − mapped_file).
@@ -295,6 +309,9 @@ fn memcg_v2_documented_format() {
     assert_eq!(s.anon_bytes, 112_590_848);
     assert_eq!(s.file_bytes, 301_989_888);
     assert_eq!(s.workingset_refault, 6_114);
+    assert_eq!((s.refault_anon, s.refault_file), (12, 6_102));
+    assert_eq!(cg.limit_hits().unwrap(), 17);
+    assert_eq!(cg.oom_kills().unwrap(), 2);
     assert_eq!(s.pgscan, 48_213);
     assert_eq!(s.pgsteal, 40_111);
     assert_eq!(s.pgmajfault, 1_043);

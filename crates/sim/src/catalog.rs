@@ -1,6 +1,6 @@
 //! The app catalogue and the launch profiles generated from it.
 //!
-//! * The eight GB-scale apps of seed 000 §6.2 with the anonymous and
+//! * The eight GB-scale apps of the AppFlow paper §6.2 with the anonymous and
 //!   file-backed sizes of Table 1 (Gemma's file size is lost in the text
 //!   extraction; §6.2 gives 2.6 GB in all, so file ≈ 2.6 GB − 710 MB ≈ 1890 MB,
 //!   derived).
@@ -100,33 +100,45 @@ pub const MEAN_SMALL_FILE_KIB: f64 = 23.5;
 fn gb(name: &str, anon: u64, file: u64, cpu: f64) -> AppSpec {
     // §4.1: small files ≈ 3 % of launch bytes; count at TikTok's mean size
     // (23 MB / 1,002 files ≈ 23.5 KiB).
-    let small_mib = file as f64 * GB_SMALL_SHARE;
-    AppSpec {
-        name: name.into(),
-        class: AppClass::GbScale,
-        anon_mib: anon as f64,
-        file_mib: file as f64,
-        small_mib,
-        small_files: (small_mib * 1024.0 / MEAN_SMALL_FILE_KIB).round() as u32,
-        cpu_init_ms: cpu,
-        resume_ms: 250.0,
-        large_files: None,
-        growth_fraction: None,
-        growth_ms: None,
-    }
+    let mut a = spec(
+        name,
+        AppClass::GbScale,
+        anon,
+        file,
+        GB_SMALL_SHARE,
+        cpu,
+        250.0,
+    );
+    a.small_files = (a.small_mib * 1024.0 / MEAN_SMALL_FILE_KIB).round() as u32;
+    a
 }
 
 fn low(name: &str, anon: u64, file: u64, cpu: f64) -> AppSpec {
-    let small_mib = file as f64 * LOW_SMALL_SHARE;
+    let mut a = spec(name, AppClass::Low, anon, file, LOW_SMALL_SHARE, cpu, 120.0);
+    a.small_files = (a.small_mib * 1024.0 / MEAN_SMALL_FILE_KIB)
+        .round()
+        .max(8.0) as u32;
+    a
+}
+
+fn spec(
+    name: &str,
+    class: AppClass,
+    anon: u64,
+    file: u64,
+    small_share: f64,
+    cpu: f64,
+    resume_ms: f64,
+) -> AppSpec {
     AppSpec {
         name: name.into(),
-        class: AppClass::Low,
+        class,
         anon_mib: anon as f64,
         file_mib: file as f64,
-        small_mib,
-        small_files: (small_mib * 1024.0 / MEAN_SMALL_FILE_KIB).round().max(8.0) as u32,
+        small_mib: file as f64 * small_share,
+        small_files: 0,
         cpu_init_ms: cpu,
-        resume_ms: 120.0,
+        resume_ms,
         large_files: None,
         growth_fraction: None,
         growth_ms: None,

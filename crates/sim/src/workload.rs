@@ -1,4 +1,4 @@
-//! Workloads (seed 000 §6.1-§6.3, §6.6) and the report they produce.
+//! Workloads (the AppFlow paper §6.1-§6.3, §6.6) and the report they produce.
 //!
 //! * `low` / `medium` / `high`: for each target GB-scale app, the device
 //!   is reset (apps killed, caches cleared), the background load is
@@ -100,23 +100,15 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// The built-in catalogue's lists (§6.1, §6.2, §6.3).
+    /// The built-in catalogue's lists (§6.1, §6.2, §6.3): TikTok and Snow
+    /// among the low-memory apps of the multitask sequence (§6.3).
     pub fn builtin() -> Self {
-        let low: Vec<String> = LOW_APPS.iter().map(|s| s.to_string()).collect();
-        let mut multitask = low.clone();
-        // TikTok and Snow among the low-memory apps (§6.3).
-        multitask.insert(5, "TikTok".into());
-        multitask.insert(11, "Snow".into());
-        Self {
-            gb: GB_SCALE_APPS.iter().map(|s| s.to_string()).collect(),
-            targets: GB_SCALE_APPS.iter().map(|s| s.to_string()).collect(),
-            low,
-            background: [None, None, None],
-            multitask,
-            use_us: SCENARIO_USE_US,
-            settle_us: SETTLE_US,
-            multitask_use_us: MULTITASK_USE_US,
-        }
+        let names = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        Self::with_lists(
+            names(&GB_SCALE_APPS),
+            names(&LOW_APPS),
+            &names(&["TikTok", "Snow"]),
+        )
     }
 
     /// Lists derived from the classes of a custom catalogue (file order):
@@ -131,9 +123,15 @@ impl Setup {
                 .collect()
         };
         let gb = of(AppClass::GbScale);
-        let low = of(AppClass::Low);
+        let first_two: Vec<String> = gb.iter().take(2).cloned().collect();
+        Self::with_lists(gb, of(AppClass::Low), &first_two)
+    }
+
+    /// Targets = the GB-scale apps; multitask = the low-memory apps with
+    /// `multitask_gb` inserted at positions 5 and 11.
+    fn with_lists(gb: Vec<String>, low: Vec<String>, multitask_gb: &[String]) -> Self {
         let mut multitask = low.clone();
-        for (pos, g) in [5usize, 11].into_iter().zip(&gb) {
+        for (pos, g) in [5usize, 11].into_iter().zip(multitask_gb) {
             multitask.insert(pos.min(multitask.len()), g.clone());
         }
         Self {

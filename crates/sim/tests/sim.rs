@@ -160,25 +160,9 @@ fn same_seed_gives_byte_identical_json() {
     a.seed = 2;
     let other = appflow_sim::output::json(&simulate(&a, &cat).unwrap());
     assert_ne!(one, other, "the seed must matter");
-    // The contract's fields are there.
-    let v: serde_json::Value = serde_json::from_str(&one).unwrap();
-    for k in ["device", "workload", "seed", "results"] {
-        assert!(v.get(k).is_some(), "{k}");
-    }
-    let s = &v["results"][0]["summary"];
-    for k in [
-        "launches",
-        "cold_launch_ms",
-        "under_1s_share",
-        "cold_relaunches",
-        "survivors",
-        "kills",
-        "direct_reclaims",
-        "refault_ratio",
-        "preload_bytes_peak",
-    ] {
-        assert!(s.get(k).is_some(), "{k}");
-    }
+    // The output is a `RunReport` (whose own test checks its field names).
+    let back: appflow_core::report::RunReport = serde_json::from_str(&one).unwrap();
+    assert_eq!(back.seed, 1);
 }
 
 // ---------------------------------------------------------------------

@@ -347,27 +347,6 @@ fn log_decision(d: &Decision) {
 /// Marks an oom_score_adj not read yet.
 const UNREAD_ADJ: i32 = i32::MIN;
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-/// Installs SIGTERM/SIGINT handlers that ask the loop to stop.
-pub fn install_signal_handlers() -> anyhow::Result<&'static AtomicBool> {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let act = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for s in [Signal::SIGTERM, Signal::SIGINT] {
-        // SAFETY: the handler only stores to an atomic.
-        unsafe { sigaction(s, &act) }?;
-    }
-    Ok(&STOP)
-}
-
 /// Opens the configured domain; errors are bad input naming the field.
 pub fn open_domain(cfg: &Config) -> anyhow::Result<Domain> {
     match cfg.domain.kind {

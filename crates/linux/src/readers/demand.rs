@@ -18,31 +18,14 @@ pub fn parse_io_read_bytes(text: &str) -> Result<u64, ReadError> {
     parse_u64(FILE, "read_bytes", v.trim())
 }
 
-/// `minflt + majflt` of /proc/PID/stat text (fields 10 and 12, counted
-/// after the last ')' since the comm may hold spaces and parentheses).
-pub fn parse_stat_faults(text: &str) -> Result<u64, ReadError> {
-    const FILE: &str = "stat";
-    let after = text
-        .rfind(')')
-        .map(|i| &text[i + 1..])
-        .ok_or_else(|| parse_err(FILE, "no ')' closing the comm field"))?;
-    // After ')': field 3 (state) is index 0, so field N is index N - 3.
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let get = |n: usize, name: &str| {
-        f.get(n - 3)
-            .ok_or_else(|| parse_err(FILE, format!("field {name} is missing")))
-            .and_then(|v| parse_u64(FILE, name, v))
-    };
-    Ok(get(10, "minflt")?.saturating_add(get(12, "majflt")?))
-}
-
 /// Reads a process's demand counters under `proc_root`.
 pub fn read_demand(proc_root: &Path, pid: u32) -> Result<DemandCounters, ReadError> {
     let io = pid_path(proc_root, pid, "io");
-    let stat = pid_path(proc_root, pid, "stat");
+    let read_bytes = parse_io_read_bytes(&read_text(&io)?).map_err(|e| e.at(&io))?;
+    let stat = super::read_stat(proc_root, pid)?;
     Ok(DemandCounters {
-        read_bytes: parse_io_read_bytes(&read_text(&io)?).map_err(|e| e.at(&io))?,
-        faults: parse_stat_faults(&read_text(&stat)?).map_err(|e| e.at(&stat))?,
+        read_bytes,
+        faults: stat.minflt.saturating_add(stat.majflt),
     })
 }
 
@@ -59,12 +42,9 @@ mod tests {
     #[test]
     fn parses_io_and_stat() {
         assert_eq!(parse_io_read_bytes(IO).unwrap(), 40960);
-        assert_eq!(parse_stat_faults(STAT).unwrap(), 98 + 7);
-        let odd = STAT.replace("(cat)", "(a) (b c)");
-        assert_eq!(parse_stat_faults(&odd).unwrap(), 105);
+        let s = super::super::parse_stat(STAT).unwrap();
+        assert_eq!((s.minflt, s.majflt), (98, 7));
         assert!(parse_io_read_bytes("rchar: 1\n").is_err());
-        assert!(parse_stat_faults("1 (x) R 1").is_err());
-        assert!(parse_stat_faults("garbage").is_err());
     }
 
     #[test]

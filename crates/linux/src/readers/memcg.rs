@@ -12,12 +12,14 @@
 //! | scan / steal | not reported by v1 (0) | `pgscan`, `pgsteal` |
 //! | swap | `total_swap` (only with swap accounting) | `memory.swap.current` |
 //! | swappiness | `memory.swappiness` | none (global `vm.swappiness`) |
+//! | limit hits | `memory.failcnt` | `max` of `memory.events` |
+//! | OOM kills | `oom_kill` of `memory.oom_control` | `oom_kill` of `memory.events` |
 //! | pressure | none | `memory.pressure` |
 //!
 //! v1's hierarchical `total_*` keys are used so that a domain cgroup with
 //! children reports the whole domain; the local key is the fallback.
 //!
-//! **M_aval of a cgroup domain** (seed 000 Algorithm 1's available memory,
+//! **M_aval of a cgroup domain** (the AppFlow paper Algorithm 1's available memory,
 //! [`cgroup_available_bytes`]) counts only what the domain can get without
 //! costly reclaim: `limit − usage + reclaimable file`, where reclaimable file
 //! = inactive file pages minus mapped file pages (v1 `total_inactive_file −
@@ -68,6 +70,13 @@ pub struct MemCgStat {
     pub pgmajfault: u64,
     /// Refaults of evicted pages, anon + file (count).
     pub workingset_refault: u64,
+    /// Refaults of evicted anonymous pages (count; 0 on kernels before 5.9,
+    /// which report only the sum).
+    #[serde(default)]
+    pub refault_anon: u64,
+    /// Refaults of evicted file pages (count; the sum on kernels before 5.9).
+    #[serde(default)]
+    pub refault_file: u64,
     /// Pages scanned by reclaim (count; always 0 on v1, which does not report it).
     pub pgscan: u64,
     /// Pages reclaimed (count; always 0 on v1).
@@ -130,12 +139,27 @@ fn refault_sum(m: &BTreeMap<String, u64>, prefix: &str) -> u64 {
     }
 }
 
+/// One kind of refault (`anon` or `file`); a pre-5.9 kernel's single
+/// `workingset_refault` counts as file (its anon pages never refaulted
+/// through the workingset code).
+fn refault_one(m: &BTreeMap<String, u64>, prefix: &str, kind: &str) -> u64 {
+    match m.get(&format!("{prefix}workingset_refault_{kind}")) {
+        Some(v) => *v,
+        None if kind == "file" => refault_sum(m, prefix),
+        None => 0,
+    }
+}
+
 /// Parses a v1 `memory.stat` (hierarchical `total_*` keys preferred, local keys as fallback).
 pub fn parse_memcg_stat_v1(text: &str) -> Result<MemCgStat, ReadError> {
     const FILE: &str = "memory.stat";
     let m = kv_map(FILE, text)?;
     let get = |k: &str| require(FILE, &m, &[&format!("total_{k}"), k]);
-    let total = m.keys().any(|k| k.starts_with("total_"));
+    let prefix = if m.keys().any(|k| k.starts_with("total_")) {
+        "total_"
+    } else {
+        ""
+    };
     Ok(MemCgStat {
         anon_bytes: get("rss")?,
         file_bytes: get("cache")?,
@@ -146,7 +170,9 @@ pub fn parse_memcg_stat_v1(text: &str) -> Result<MemCgStat, ReadError> {
         inactive_anon_bytes: get("inactive_anon")?,
         pgfault: get("pgfault")?,
         pgmajfault: get("pgmajfault")?,
-        workingset_refault: refault_sum(&m, if total { "total_" } else { "" }),
+        workingset_refault: refault_sum(&m, prefix),
+        refault_anon: refault_one(&m, prefix, "anon"),
+        refault_file: refault_one(&m, prefix, "file"),
         pgscan: 0,
         pgsteal: 0,
         swap_bytes: get("swap").unwrap_or(0),
@@ -170,6 +196,8 @@ pub fn parse_memcg_stat_v2(text: &str) -> Result<MemCgStat, ReadError> {
         pgfault: get("pgfault")?,
         pgmajfault: get("pgmajfault")?,
         workingset_refault: refault_sum(&m, ""),
+        refault_anon: refault_one(&m, "", "anon"),
+        refault_file: refault_one(&m, "", "file"),
         pgscan: m.get("pgscan").copied().unwrap_or(0),
         pgsteal: m.get("pgsteal").copied().unwrap_or(0),
         swap_bytes: 0,
@@ -250,6 +278,30 @@ impl MemCgroup {
         }
     }
 
+    /// Times the cgroup hit its limit and reclaimed in the allocating task
+    /// (v1 `memory.failcnt`, v2 the `max` event of `memory.events`).
+    pub fn limit_hits(&self) -> Result<u64, ReadError> {
+        match self.version {
+            CgroupVersion::V1 => self.read_u64("memory.failcnt"),
+            CgroupVersion::V2 => self.event("memory.events", "max"),
+        }
+    }
+
+    /// Processes the kernel OOM-killed in this cgroup (v1 `oom_kill` of
+    /// `memory.oom_control`, v2 of `memory.events`).
+    pub fn oom_kills(&self) -> Result<u64, ReadError> {
+        match self.version {
+            CgroupVersion::V1 => self.event("memory.oom_control", "oom_kill"),
+            CgroupVersion::V2 => self.event("memory.events", "oom_kill"),
+        }
+    }
+
+    fn event(&self, file: &'static str, key: &str) -> Result<u64, ReadError> {
+        let p = self.path.join(file);
+        let m = kv_map(file, &read_text(&p)?).map_err(|e| e.at(&p))?;
+        require(file, &m, &[key]).map_err(|e| e.at(&p))
+    }
+
     /// The memory counters, in one shape for both versions.
     pub fn stat(&self) -> Result<MemCgStat, ReadError> {
         let p = self.path.join("memory.stat");
@@ -268,7 +320,7 @@ impl MemCgroup {
     }
 
     /// Memory the domain can still use without reclaiming anything hard
-    /// ([`cgroup_available_bytes`]: the domain's M_aval of seed 000
+    /// ([`cgroup_available_bytes`]: the domain's M_aval of the AppFlow paper
     /// Algorithm 1). `None` when the cgroup has no limit (use the system's
     /// MemAvailable).
     pub fn available_bytes(&self) -> Result<Option<u64>, ReadError> {
