@@ -3,7 +3,7 @@
 //! A preset gives the memory the apps may use (the domain's memory cgroup
 //! limit), the zram swap, the storage device (one shared device with a
 //! per-request latency and a bus bandwidth: [`crate::flash`]; throughput
-//! rises with block size as in seed 000 §2.2.1, Fig. 6) and the domain's CPU
+//! rises with block size as in the AppFlow paper §2.2.1, Fig. 6) and the domain's CPU
 //! budget (cpu cgroup bandwidth), each with its source. `--scale F`
 //! multiplies every *size* (memory, swap, app files, anonymous allocations,
 //! CPU work, preload budget) by F so the testbed fits small machines and
@@ -26,7 +26,7 @@ pub struct Preset {
     /// Memory left to apps after the system's own use: the domain's memory
     /// cgroup limit, bytes.
     pub app_memory_bytes: u64,
-    /// zram disk size (uncompressed swap capacity), bytes. Seed 000 §4.2.2:
+    /// zram disk size (uncompressed swap capacity), bytes. The AppFlow paper §4.2.2:
     /// swap is bounded (2 GB on Pixel 8, zram 25-30 % of DRAM).
     pub zram_disksize_bytes: u64,
     /// Cap of zram's compressed pool (zram's own mem_limit), bytes; the pool
@@ -40,11 +40,11 @@ pub struct Preset {
     pub cpu_cores: f64,
     /// Readahead of the emulated storage, KiB (the loop device's read_ahead_kb).
     pub read_ahead_kib: u64,
-    /// Preload budget M_p, bytes (seed 000 §4.1: 100 MB).
+    /// Preload budget M_p, bytes (the AppFlow paper §4.1: 100 MB).
     pub preload_budget_bytes: u64,
 }
 
-/// UFS 3.1, the storage of the Pixel 7 and Pixel 8 (seed 000 §6.1).
+/// UFS 3.1, the storage of the Pixel 7 and Pixel 8 (the AppFlow paper §6.1).
 /// Bandwidth: 2,100 MB/s, the sequential read that UFS 3.1 parts are
 /// specified for (e.g. Samsung's UFS 3.1 "up to 2,100 MB/s"); the HS-G4 x2
 /// link carries 2.9 GB/s. Latency: 100 µs per request, the order of a QD1
@@ -59,7 +59,7 @@ pub const UFS31: FlashParams = FlashParams {
     queue_depth: 1,
 };
 
-/// The Raspberry Pi 4B's microSD (the head unit of seed 000 §6.6): the Pi 4B
+/// The Raspberry Pi 4B's microSD (the head unit of the AppFlow paper §6.6): the Pi 4B
 /// SD interface runs DDR50 (50 MB/s bus; 45 MB/s taken for protocol
 /// overhead, an assumption), and an A1-class card is specified for at least
 /// 1,500 random 4 KiB read IOPS (SD Association, Application Performance
@@ -75,7 +75,7 @@ pub const SD_A1_DDR50: FlashParams = FlashParams {
 /// host core stands for the big core a launch runs on; the background apps,
 /// the preload worker, the daemon, and reclaim and zram compression in their
 /// context share it, so reclaim costs launch time as it does on a phone
-/// (seed 001 §3.2: kernel reclaim under 150 MB/s). Relative to I/O, zram
+/// (the PMR paper §3.2: kernel reclaim under 150 MB/s). Relative to I/O, zram
 /// compression on one x86 core (about 1 GB/s) against 2.1 GB/s storage is
 /// within 2× of LZ4 on a phone big core against the same storage.
 pub const PHONE_CPU_CORES: f64 = 1.0;
@@ -88,7 +88,7 @@ pub const HEADUNIT_CPU_CORES: f64 = 0.5;
 pub const PRESETS: &[Preset] = &[
     Preset {
         name: "phone-6gb",
-        about: "Pixel 8 limited to 6 GB (seed 000 §6.1), UFS-class storage",
+        about: "Pixel 8 limited to 6 GB (the AppFlow paper §6.1), UFS-class storage",
         dram_bytes: 6 * GIB,
         app_memory_bytes: 4 * GIB,
         zram_disksize_bytes: 2 * GIB,
@@ -100,7 +100,7 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "phone-8gb",
-        about: "Pixel 8 with 8 GB (seed 000 §6.1), UFS-class storage",
+        about: "Pixel 8 with 8 GB (the AppFlow paper §6.1), UFS-class storage",
         dram_bytes: 8 * GIB,
         app_memory_bytes: 5632 * MIB,
         zram_disksize_bytes: 2 * GIB,
@@ -112,7 +112,8 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "headunit-4gb",
-        about: "Raspberry Pi 4B head unit with 4 GB (seed 000 §6.6), eMMC/SD-class storage",
+        about:
+            "Raspberry Pi 4B head unit with 4 GB (the AppFlow paper §6.6), eMMC/SD-class storage",
         dram_bytes: 4 * GIB,
         app_memory_bytes: 2560 * MIB,
         zram_disksize_bytes: GIB,

@@ -7,7 +7,7 @@
 //!
 //! * a request of `b` bytes costs a fixed latency `L` (command, flash array
 //!   read) plus `b / B` on the device's one data bus, so throughput rises
-//!   with block size as on flash (seed 000 Fig. 6): `b / (L + b / B)` for
+//!   with block size as on flash (the AppFlow paper Fig. 6): `b / (L + b / B)` for
 //!   one reader issuing one request at a time;
 //! * up to `queue_depth` requests are in the device at once; their latencies
 //!   overlap, their transfers do not (the bus is shared): two readers

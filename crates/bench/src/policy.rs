@@ -110,7 +110,7 @@ impl DaemonSetup {
         self.dir.join(format!("daemon-{}.toml", p.name()))
     }
 
-    /// The daemon config (contract B) for `policy`.
+    /// The daemon config (docs/daemon.md) for `policy`.
     pub fn config(&self, p: Policy, trace_file: &Path) -> String {
         let q = |p: &Path| toml_str(&p.to_string_lossy());
         let mut s = format!(
@@ -272,7 +272,7 @@ impl Daemon {
         Ok(v)
     }
 
-    /// `notify` (contract C). Failures are logged, not fatal.
+    /// `notify` (the control socket). Failures are logged, not fatal.
     pub fn notify(&self, event: &str, app: &str, pid: Option<u32>) {
         let mut v = serde_json::json!({"cmd": "notify", "event": event, "app": app});
         if let Some(p) = pid {

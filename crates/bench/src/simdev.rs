@@ -1,5 +1,5 @@
-//! The testbed's workload described to the simulator (SPEC §6: "the
-//! simulator can also be configured as the testbed's device").
+//! The testbed's workload described to the simulator, so that the
+//! simulator can be configured as the testbed's device (docs/simdev.md).
 //!
 //! [`sim_device_toml`] writes an `appflow sim --device-file` file (format:
 //! docs/sim.md, `appflow_sim::devfile`) for the domain a run builds at its
@@ -31,13 +31,13 @@ const SIM_SMALL_MAX_BYTES: u64 = 124 * 1024;
 const SIM_CURVE_BLOCKS_KIB: &[u64] = &[4, 16, 64, 128, 256, 512, 1024, 2048];
 
 /// zram compression cost on the testbed host, ms per MiB (1 ms/MiB ≈ 1 GB/s,
-/// lzo-rle on one x86 core; a phone's is 12.5, seed 001's < 80 MB/s).
+/// lzo-rle on one x86 core; a phone's is 12.5, the PMR paper's < 80 MB/s).
 /// Checked against the testbed's `stock` p50 on the default run: with the
 /// phone's costs the simulator's `android` row is 2.6× stock, with these
 /// +12 %; lower costs gain at most 3 % (the rest is the read time).
 pub const HOST_ANON_ZRAM_MS_PER_MIB: f64 = 1.0;
 /// Cost of dropping clean file pages on the host, ms per MiB (a fifth of
-/// the anonymous cost, seed 000 §4.3).
+/// the anonymous cost, the AppFlow paper §4.3).
 pub const HOST_FILE_DROP_MS_PER_MIB: f64 = 0.2;
 
 /// What a finished run measured that the device file records.
@@ -73,7 +73,7 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
          # One direct-reclaim thread: a synthetic app launches on one thread. cpu_scale 1: the synthetic\n\
          # apps burn their cpu_ms as thread CPU time; cpu_scale is 1 / the domain's CPU budget in cores.\n\
          # Reclaim costs are this host's (x86, zram lzo-rle) divided by the CPU budget, checked against\n\
-         # the stock row of the default run (docs/bench.md); their 5:1 ratio is seed 000 §4.3.\n\
+         # the stock row of the default run (docs/bench.md); their 5:1 ratio is the AppFlow paper §4.3.\n\
          # The storage curve is the flash device's as the domain measured it (one reader; the model's\n\
          # latency + size / bandwidth when the run has not measured yet); resume_ms is a tenth of the launch CPU\n\
          # (a switch re-touches the working set). The workload lists are what the testbed launches\n\

@@ -9,11 +9,11 @@
 //!
 //! ```toml
 //! name = "llm"              # [a-z0-9_-], unique in the set
-//! class = "gb"              # "gb" (GB-scale, seed 000 Table 1) | "small" (low-memory app)
+//! class = "gb"              # "gb" (GB-scale, the AppFlow paper Table 1) | "small" (low-memory app)
 //! kind = "synthetic"        # "synthetic" | "command"
 //!
 //! [synthetic]               # sizes are at scale 1.0 (`--scale` multiplies them)
-//! small_files = 600         # many small files read whole at launch (seed 000 §2.2.1, Fig. 5)
+//! small_files = 600         # many small files read whole at launch (the AppFlow paper §2.2.1, Fig. 5)
 //! small_file_min_kib = 4
 //! small_file_max_kib = 64
 //! large_files = 4           # large assets (weights, textures, media)
@@ -23,7 +23,7 @@
 //! read_block_kib = 64       # read() size for the rest
 //! anon_mib = 307            # anonymous allocation during launch (Table 1 "Anon.")
 //! cpu_ms = 800              # CPU work during launch
-//! background_growth = 0.4   # anon growth while in background, fraction (30-50 %, seed 000 §4.3)
+//! background_growth = 0.4   # anon growth while in background, fraction (30-50 %, the AppFlow paper §4.3)
 //! growth_ms = 3000          # time over which the growth happens
 //!
 //! [command]                 # when kind = "command"
@@ -80,7 +80,7 @@ pub enum SpecError {
     },
 }
 
-/// Size class of an app, used by the scenarios (seed 000 §6.1).
+/// Size class of an app, used by the scenarios (the AppFlow paper §6.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AppClass {

@@ -8,7 +8,7 @@
 //! or through page faults on an mmap of the file; the anonymous allocation
 //! and the CPU work are spread evenly over all phases. Readiness is the line
 //! `appflow-ready` on stdout. Afterwards the app grows its anonymous memory
-//! by `background_growth` (seed 000 §4.3: 30-50 %) and serves `switch`
+//! by `background_growth` (the AppFlow paper §4.3: 30-50 %) and serves `switch`
 //! commands on stdin (re-touch its working set, print `appflow-ready`: a
 //! warm/hot relaunch) until stdin closes.
 
@@ -101,7 +101,7 @@ impl Layout {
         );
         let small: Vec<FileDef> = (0..n_small)
             .map(|i| {
-                // Log-uniform sizes: most small files are tiny (seed 000 Fig. 5/7).
+                // Log-uniform sizes: most small files are tiny (the AppFlow paper Fig. 5/7).
                 let kib = lo * (hi / lo).powf(rng.unit());
                 FileDef {
                     rel: format!("small/{:02}/s{i:05}.dat", i % 64),

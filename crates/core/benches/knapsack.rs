@@ -1,4 +1,4 @@
-//! Cutoff selection speed: the paper reports < 0.1 ms for 60 apps (seed 000
+//! Cutoff selection speed: the paper reports < 0.1 ms for 60 apps (the AppFlow paper
 //! §6.5.3); issue #2 targets ≤ 10 µs median for 60 apps × 12 cutoffs under a
 //! 100 MB budget. Instances are built from synthetic GB-scale and small
 //! launch profiles, the way the daemon builds them.

@@ -1,4 +1,4 @@
-//! Per-app cutoff candidates for the Selective File Preloader (seed 000 §4.1).
+//! Per-app cutoff candidates for the Selective File Preloader (the AppFlow paper §4.1).
 //!
 //! Files smaller than an app's cutoff s_i are "small": preloaded before the
 //! launch, costing P_i(s_i) bytes of the budget. Files at or above it are

@@ -15,7 +15,7 @@
 //!   faults) has stayed at or below a floor for a quiet window; it times out
 //!   after a bound. Defaults and their derivation: [`ReadinessConfig`].
 //!
-//! Latency follows seed 000 §6.1 (launch = exec to readiness, like
+//! Latency follows the AppFlow paper §6.1 (launch = exec to readiness, like
 //! `am start -W`): the ready time is back-dated to the start of the quiet
 //! window, so the window length delays the *decision*, not the measured
 //! latency.
@@ -186,7 +186,7 @@ pub struct ReadinessConfig {
     pub timeout_ms: u64,
 }
 
-/// The default quiet window: 1 s, seed 000's usability threshold (§2:
+/// The default quiet window: 1 s, the AppFlow paper's usability threshold (§2:
 /// launches under 1 s are the ones users perceive as fast). A launch that
 /// brings in nothing for as long as a whole fast launch takes has finished
 /// loading; pauses shorter than that inside a launch (CPU-only phases) do
@@ -200,7 +200,7 @@ impl ReadinessConfig {
     /// `curve.throughput(4 KiB)`: the floor is half of that, in pages per
     /// second. A launch that is still loading from storage reads at least
     /// as fast as the storage serves its smallest blocks (the slowest way
-    /// to read, seed 000 Fig. 6); an app below half of it is no longer
+    /// to read, the AppFlow paper Fig. 6); an app below half of it is no longer
     /// storage-bound. With the daemon's default phone curve (4 KiB at
     /// 20 MB/s) this is 2,441 pages/s (≈ 9.5 MiB/s, 244 pages per 100 ms
     /// tick).

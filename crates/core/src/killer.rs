@@ -1,4 +1,4 @@
-//! Context-Aware Process Killer (seed 000 §4.3), and the stock lmkd-like
+//! Context-Aware Process Killer (the AppFlow paper §4.3), and the stock lmkd-like
 //! order it is compared against.
 //!
 //! Candidates are background apps only: never the foreground app, never a
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 #[serde(default, deny_unknown_fields)]
 pub struct KillerConfig {
     /// Apps used within this window are deferred, ms. Default 30 min: 92.5 %
-    /// of apps are re-accessed within 30 minutes (seed 000 §2.2.3).
+    /// of apps are re-accessed within 30 minutes (the AppFlow paper §2.2.3).
     pub recency_window_ms: u64,
     /// When an app's relaunch footprint is unknown, assume this fraction of
     /// its current footprint. Default 1/1.4: background apps grow 30-50 %
@@ -243,8 +243,8 @@ pub struct PressureState {
     pub last_kill_ms: Option<u64>,
 }
 
-/// Whether to kill now: only when reclaim cannot keep up (SPEC §3.4, seed
-/// 000 §4.3): memory is low and either what is left is mostly anonymous with
+/// Whether to kill now: only when reclaim cannot keep up (the AppFlow
+/// paper §4.3): memory is low and either what is left is mostly anonymous with
 /// swap nearly full (no swap counts as full), or reclaim stalls (PSI).
 pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reason> {
     if let Some(t) = p.last_kill_ms {
@@ -269,7 +269,7 @@ pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reas
 /// memory low, what is used mostly anonymous, and anonymous reclaim at its
 /// capacity (swap nearly full, or none). The kernel is then about to run
 /// out; a memory stall alone (PSI) is not enough, since reclaim still has
-/// somewhere to put pages (seed 000 §4.3: reclaim capacity limits).
+/// somewhere to put pages (the AppFlow paper §4.3: reclaim capacity limits).
 pub fn last_resort_allowed(cfg: &KillerConfig, p: &PressureState) -> bool {
     let low = (p.avail_bytes as f64) < cfg.trigger_avail_fraction * p.total_bytes as f64;
     let used = (p.anon_bytes + p.file_bytes).max(1) as f64;

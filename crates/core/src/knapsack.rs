@@ -1,4 +1,4 @@
-//! Exact multiple-choice knapsack (MCKP) for cutoff selection (seed 000 §4.1).
+//! Exact multiple-choice knapsack (MCKP) for cutoff selection (the AppFlow paper §4.1).
 //!
 //! Choose exactly one item per class to minimise Σ cost subject to
 //! Σ weight ≤ budget. Here a class is an app, an item a candidate cutoff,

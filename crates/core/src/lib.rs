@@ -1,6 +1,6 @@
 //! # appflow-core — the pure policy core
 //!
-//! Everything AppFlow (MobiCom '26, seed 000) *decides* lives here, as pure
+//! Everything AppFlow (MobiCom '26; see docs/papers.md) *decides* lives here, as pure
 //! functions of observed state, configuration and the current time passed in
 //! by the caller. Nothing in this crate performs I/O or reads a clock, so the
 //! same decisions run in the daemon (`appflow-linux`), the testbed
@@ -9,13 +9,13 @@
 //! | module | owns |
 //! |---|---|
 //! | [`profile`] | versioned launch profiles and their merge across launches (docs/recording.md) |
-//! | [`storage`] | read throughput as a function of I/O block size (seed 000 Fig. 6) |
+//! | [`storage`] | read throughput as a function of I/O block size (the AppFlow paper Fig. 6) |
 //! | [`detect`] | launch detection without a launcher: app matching, launch and readiness inference, foreground |
-//! | [`cutoff`] | per-app candidate cutoffs s with P_i(s) and the streaming time of the rest (seed 000 §4.1) |
+//! | [`cutoff`] | per-app candidate cutoffs s with P_i(s) and the streaming time of the rest (the AppFlow paper §4.1) |
 //! | [`knapsack`] | exact multiple-choice knapsack choosing one cutoff per app under the budget M_p |
 //! | [`preload`] | before-launch standby set and during-launch stream plan |
-//! | [`reclaim`] | Adaptive Memory Reclaimer mode controller (seed 000 Algorithm 1) |
-//! | [`killer`] | Context-Aware Process Killer ranking by ΔM with recency deferment (seed 000 §4.3) |
+//! | [`reclaim`] | Adaptive Memory Reclaimer mode controller (the AppFlow paper Algorithm 1) |
+//! | [`killer`] | Context-Aware Process Killer ranking by ΔM with recency deferment (the AppFlow paper §4.3) |
 //! | [`mechanism`] | the traits the policies drive (preload, reclaim, kill) and a recording fake |
 //! | [`policy`] | the policy registry: every policy by name, composing the strategies |
 //! | [`scheduler`] | the whole decision loop as one pure type, driven by the daemon and the simulator |
@@ -48,7 +48,7 @@ pub const GIB: u64 = 1024 * 1024 * 1024;
 pub const PAGE_BYTES: u64 = 4096;
 
 /// Which AppFlow modules are active. The full system has all three; the
-/// ablations of seed 000 §6.5.1 have one each.
+/// ablations of the AppFlow paper §6.5.1 have one each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Modules {
     /// Selective File Preloader (§4.1).

@@ -1,4 +1,4 @@
-//! Selective File Preloader planning (seed 000 §4.1, §4.2.2).
+//! Selective File Preloader planning (the AppFlow paper §4.1, §4.2.2).
 //!
 //! * [`plan_cutoffs`] picks one cutoff per app with the exact knapsack
 //!   (minimise Σ w_i T_i(s_i) subject to Σ P_i(s_i) ≤ M_p).
@@ -31,7 +31,8 @@ pub struct PreloadConfig {
     pub budget_unit_bytes: u64,
     /// Number of power-of-two cutoffs from 4 KiB (12 → 4 KiB … 8 MiB).
     pub cutoff_count: usize,
-    /// Largest read the launch stream issues (SPEC §3.2: 512 KiB-2 MiB).
+    /// Largest read the launch stream issues (the AppFlow paper §4.1 and Fig. 6:
+    /// large blocks, well above the 128 KiB small/large split, stream fastest).
     pub max_read_bytes: u64,
     /// Size of the hot segment of a large file kept before launch.
     pub hot_segment_bytes: u64,

@@ -2,7 +2,7 @@
 //!
 //! A profile is recorded on real launches (the daemon's recorder, or the
 //! simulator's app model) and merged over several launches: a byte range
-//! counts if it was seen in most of the recent launches (SPEC §3.1). Each
+//! counts if it was seen in most of the recent launches (docs/recording.md). Each
 //! segment keeps a bitmask of the last [`HISTORY_LAUNCHES`] launches in which
 //! it was seen, so the merge is exact and order-independent of wall time.
 //!

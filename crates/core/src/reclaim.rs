@@ -1,4 +1,4 @@
-//! Adaptive Memory Reclaimer mode controller (seed 000 §4.2, Algorithm 1).
+//! Adaptive Memory Reclaimer mode controller (the AppFlow paper §4.2, Algorithm 1).
 //!
 //! Every tick (100 ms) the caller passes n_alloc (pages allocated in the last
 //! tick) and the domain's memory state. The controller returns the mode:

@@ -77,7 +77,7 @@ pub struct Summary {
     pub launches: u64,
     /// Cold-launch latency over the target launches, ms.
     pub cold_launch_ms: LatencyStats,
-    /// Share of launches under 1 s (the usability cliff, seed 000 §2.1).
+    /// Share of launches under 1 s (the usability cliff, the AppFlow paper §2.1).
     pub under_1s_share: f64,
     /// Launches of apps that had been running and were killed.
     pub cold_relaunches: u64,

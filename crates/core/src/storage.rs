@@ -1,6 +1,6 @@
 //! Read throughput as a function of I/O block size.
 //!
-//! Seed 000 Fig. 6 / §4.1: on phone flash, large-block reads are up to 22.8×
+//! The AppFlow paper Fig. 6 / §4.1: on phone flash, large-block reads are up to 22.8×
 //! faster than small-block reads. The daemon fills a [`ThroughputCurve`] with
 //! `appflow calibrate`; the simulator uses a device preset's curve.
 
@@ -47,7 +47,7 @@ pub enum CurveError {
 
 impl ThroughputCurve {
     /// The curve used when no calibration is stored: the shape of phone UFS
-    /// flash in seed 000 Fig. 6 (4 KiB reads ~20× slower than 512 KiB).
+    /// flash in the AppFlow paper Fig. 6 (4 KiB reads ~20× slower than 512 KiB).
     pub fn phone_default() -> Self {
         Self::new(vec![
             CurvePoint {

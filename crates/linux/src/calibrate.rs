@@ -1,5 +1,5 @@
 //! Storage calibration: read throughput as a function of I/O block size on
-//! the filesystem that holds the apps (seed 000 §4.1 and Fig. 6: large-block
+//! the filesystem that holds the apps (the AppFlow paper §4.1 and Fig. 6: large-block
 //! reads are up to 22.8× faster than small-block reads on phone flash; the
 //! Selective File Preloader's V_i(s) comes from this curve).
 //!
@@ -298,5 +298,5 @@ pub fn load_curve(state_dir: &Path) -> Result<Option<ThroughputCurve>, Calibrate
 
 /// Default test file size for `appflow calibrate`, bytes.
 pub const DEFAULT_FILE_BYTES: u64 = 256 * MIB;
-/// The block sizes of the reported speedup (seed 000 Fig. 6 compares 4 KiB with 512 KiB).
+/// The block sizes of the reported speedup (the AppFlow paper Fig. 6 compares 4 KiB with 512 KiB).
 pub const SPEEDUP_BLOCKS: (u64, u64) = (4 * KIB, 512 * KIB);

@@ -1,4 +1,4 @@
-//! The daemon's configuration (contract B): TOML, a default for every field,
+//! The daemon's configuration (reference in docs/daemon.md): TOML, a default for every field,
 //! unknown fields refused, validated after parsing with errors that name the
 //! field. Parse → validate → build: [`Config::from_toml`] does the first two;
 //! the daemon builds its state from the validated value.
@@ -78,7 +78,7 @@ pub struct DaemonSection {
     pub state_dir: PathBuf,
     /// Decide and log, change nothing (every actuator only logs).
     pub dry_run: bool,
-    /// Period of the control loop, ms (seed 000 §4.2.1: 100 ms).
+    /// Period of the control loop, ms (the AppFlow paper §4.2.1: 100 ms).
     pub tick_ms: u64,
     /// Optional Prometheus text file, rewritten atomically every second ("" = none).
     pub metrics_file: PathBuf,
@@ -106,7 +106,7 @@ pub struct DaemonSection {
 }
 
 /// Default of `daemon.max_undeclared_apps`: well above the apps a device
-/// uses (seed 000's 100-day traces switch between 60 apps), small enough
+/// uses (the AppFlow paper's 100-day traces switch between 60 apps), small enough
 /// that the daemon's app table and `status` reply stay small.
 pub const DEFAULT_MAX_UNDECLARED_APPS: usize = 256;
 

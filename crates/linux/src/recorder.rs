@@ -1,6 +1,6 @@
 //! The launch recorder: runs a command and records what its launch reads
 //! and allocates, as an [`appflow_core::profile::LaunchObservation`]
-//! (SPEC §3.1; seed 000 §4.1 uses the files of the launch window, their
+//! (docs/recording.md; the AppFlow paper §4.1 uses the files of the launch window, their
 //! sizes and first-access order; §4.3 uses M_sum and the relaunch footprint).
 //!
 //! The launch window runs from just before exec to readiness: the process

@@ -1,4 +1,4 @@
-//! The control socket (contract C): a Unix stream socket, mode 0600, one JSON
+//! The control socket (protocol in docs/daemon.md): a Unix stream socket, mode 0600, one JSON
 //! request per line and one JSON reply per line.
 //!
 //! Requests: `{"cmd":"status"}`, `{"cmd":"metrics"}`,

@@ -1,5 +1,5 @@
 //! The launch-profile store: one JSON file per app under
-//! `<state_dir>/profiles/<app>.json`, written atomically (SPEC §3.1).
+//! `<state_dir>/profiles/<app>.json`, written atomically (format in docs/recording.md).
 //!
 //! A corrupt, foreign or future-version file is reported and skipped by
 //! [`ProfileStore::load_all`], never fatal: the daemon keeps working with

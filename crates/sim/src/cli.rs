@@ -33,7 +33,7 @@ pub enum Format {
 /// Arguments of `appflow sim`.
 #[derive(clap::Args, Debug, Clone)]
 #[command(
-    about = "Deterministic phone simulator: compare memory policies on seed 000's workloads",
+    about = "Deterministic phone simulator: compare memory policies on the AppFlow paper's workloads",
     after_help = "Examples:\n  appflow sim --device pixel8-6gb --workload high --seed 1\n  appflow sim --workload multitask --device pixel7-6gb --compare-paper\n  appflow sim --generate-trace t.csv --days 100 --apps 60 --seed 1\n  appflow sim --device pixel8-8gb --workload trace --trace t.csv --policy android,appflow\n  appflow sim --device-file crates/bench/sim-device.default.toml --workload high --policy android,paralfetch,appflow"
 )]
 pub struct SimArgs {
@@ -89,7 +89,7 @@ pub struct SimArgs {
     /// Apps in the generated trace (at least the 23 GB-scale and low-memory apps; at most the catalogue).
     #[arg(long, default_value_t = 60)]
     pub apps: usize,
-    /// Preload budget M_p in MiB (default: the core's 100 MB, seed 000 §4.1).
+    /// Preload budget M_p in MiB (default: the core's 100 MB, the AppFlow paper §4.1).
     #[arg(long)]
     pub preload_budget_mb: Option<u64>,
     /// List devices, policies, workloads and apps, then exit.

@@ -1,4 +1,4 @@
-//! Device and app files: the simulator configured as any device (SPEC §6),
+//! Device and app files: the simulator configured as any device (docs/simdev.md),
 //! in particular as the real-kernel testbed's memory domain, so simulated
 //! and measured numbers can be compared on the same workload
 //! (`appflow bench --emit-sim-device FILE` writes such a file).

@@ -63,7 +63,7 @@ pub const DEVICE_NAMES: [&str; 5] = [
     "headunit-4gb",
 ];
 
-/// Phone flash (UFS 3.1 class). Seed 000 Fig. 6 / §4.1: large-block reads
+/// Phone flash (UFS 3.1 class). The AppFlow paper Fig. 6 / §4.1: large-block reads
 /// up to 22.8× faster than small-block reads, so 2 MiB = 22.8 × 4 KiB.
 /// The 4 KiB point (70 MB/s, queue depth ~1 random reads) is calibrated so
 /// that stock GB-scale cold launches land near 2 s under load (abstract, §1).
@@ -115,18 +115,18 @@ fn phone(name: &'static str, description: &'static str, dram_gib: u64, cpu: f64)
         // mechanism is kept in the model but sized 0 on the presets.
         swap_bytes: 0,
         read_curve: phone_curve(if name.starts_with("pixel7") { 0.9 } else { 1.0 }),
-        // Seed 001 §3.2 (Fig. 3): reclaim write throughput "below 80 MB/s most of the time".
+        // The PMR paper §3.2 (Fig. 3): reclaim write throughput "below 80 MB/s most of the time".
         swap_write_bytes_per_sec: 80.0 * MIB as f64,
         cpu_scale: cpu,
-        // Seed 000 §4.3: anonymous page writes are 5× slower than dropping
-        // file pages; seed 001: kernel reclaim under 150 MB/s, mostly under
+        // The AppFlow paper §4.3: anonymous page writes are 5× slower than dropping
+        // file pages; the PMR paper: kernel reclaim under 150 MB/s, mostly under
         // 80 MB/s. Anonymous 12.5 ms/MiB (80 MB/s), file 2.5 ms/MiB (400 MB/s):
         // an even mix gives 133 MB/s (< 150 MB/s).
         file_drop_ms_per_mib: 2.5,
         anon_zram_ms_per_mib: 12.5,
         // LZ4 decompression ~1 GB/s on a big core (assumption).
         zram_decomp_ms_per_mib: 1.0,
-        // Seed 001 §3.2: watermark_high default 39,340 pages (~154 MB);
+        // The PMR paper §3.2: watermark_high default 39,340 pages (~154 MB);
         // low and min at the kernel's usual 5:4:... spacing (assumption).
         wmark_min_bytes: 77 * MIB,
         wmark_low_bytes: 116 * MIB,

@@ -44,7 +44,7 @@ pub use crate::launch::{LaunchKind, STEP_US};
 
 /// Longest idle step, µs.
 pub const IDLE_STEP_US: u64 = 10_000_000;
-/// Background footprints grow 30-50 % over baseline (seed 000 §4.3) over this long (assumption).
+/// Background footprints grow 30-50 % over baseline (the AppFlow paper §4.3) over this long (assumption).
 pub const GROWTH_US: u64 = 30 * 60 * 1_000_000;
 
 /// Simulation parameters (the core's configs, at their defaults unless set).

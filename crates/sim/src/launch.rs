@@ -6,7 +6,7 @@
 //! Storage model: a reader of block size b gets at most curve(b) (one
 //! request in flight); the device's capacity is its large-block rate,
 //! shared by all readers. Small reads therefore leave capacity idle
-//! (seed 000 §2.2.1: 79 % of the bandwidth unused during app switches),
+//! (the AppFlow paper §2.2.1: 79 % of the bandwidth unused during app switches),
 //! which the idle-class preload worker may use.
 
 use crate::catalog::{CHUNKS, LARGE, SMALL};

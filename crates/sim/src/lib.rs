@@ -1,6 +1,6 @@
 //! # appflow-sim — the deterministic phone simulator (`appflow sim`)
 //!
-//! A discrete-event model of a phone's memory and storage (SPEC §6) that
+//! A discrete-event model of a phone's memory and storage (docs/sim.md) that
 //! runs the same policy code as the daemon (`appflow-core`) at phone scale.
 //!
 //! | module | owns |

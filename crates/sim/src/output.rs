@@ -1,11 +1,11 @@
-//! Output: terminal table, CSV, JSON (the `RunReport` contract), an SVG
+//! Output: terminal table, CSV, JSON (the `RunReport` format), an SVG
 //! plot, and the paper's own reported figures for `--compare-paper`.
 
 use appflow_core::report::{PolicyResult, RunReport};
 use serde_json::Value;
 use std::fmt::Write as _;
 
-/// A figure the AppFlow paper (seed 000) reports, as a relative change of
+/// A figure the AppFlow paper reports, as a relative change of
 /// `policy` against `baseline` on `metric`, or an absolute value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PaperFigure {
@@ -494,7 +494,7 @@ pub fn csv(report: &RunReport) -> String {
     s
 }
 
-/// JSON (the `RunReport` contract), pretty, with a trailing newline.
+/// JSON (the `RunReport` format), pretty, with a trailing newline.
 pub fn json(report: &RunReport) -> String {
     let mut s = serde_json::to_string_pretty(report).expect("report serialises");
     s.push('\n');

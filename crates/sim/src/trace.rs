@@ -16,7 +16,7 @@
 //!   app is stopped), read with [`parse_events`]; the simulator does not.
 //!
 //! Errors name the file and line. The reader follows libCacheSim's shape
-//! (STYLE.md §8): independent of policies, `next()` / `reset()`.
+//! (its trace readers): independent of policies, `next()` / `reset()`.
 
 use crate::catalog::{AppClass, AppSpec};
 use crate::rng::SplitMix;
@@ -212,7 +212,7 @@ impl Iterator for TraceReader {
     }
 }
 
-/// App usage categories for the daily rhythm (seed 000 §2.2.3: productivity
+/// App usage categories for the daily rhythm (the AppFlow paper §2.2.3: productivity
 /// in the morning, media in the evening).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Category {

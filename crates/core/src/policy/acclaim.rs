@@ -1,4 +1,4 @@
-//! Acclaim (seed 000 §6.1 baseline): foreground-aware eviction and larger
+//! Acclaim (the AppFlow paper §6.1 baseline): foreground-aware eviction and larger
 //! kswapd batches, a kernel patch, so a variant of the simulator's kernel
 //! model only.
 

@@ -1,5 +1,5 @@
 //! Acclaim with Paralfetch-like prefetching, the strongest baseline of
-//! seed 000 §6.1 (simulator only: Acclaim is a kernel patch).
+//! the AppFlow paper §6.1 (simulator only: Acclaim is a kernel patch).
 
 use super::*;
 

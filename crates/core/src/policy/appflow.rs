@@ -1,4 +1,4 @@
-//! AppFlow (seed 000): the three modules scheduled together.
+//! AppFlow (the AppFlow paper): the three modules scheduled together.
 
 use super::*;
 
@@ -6,7 +6,7 @@ use super::*;
 pub const POLICY: Policy = Policy {
     name: "appflow",
     aliases: &[],
-    summary: "AppFlow: selective preloader, adaptive reclaimer and context-aware killer (seed 000)",
+    summary: "AppFlow: selective preloader, adaptive reclaimer and context-aware killer (the AppFlow paper)",
     preload: PreloadStrategy::Selective,
     reclaim: ReclaimStrategy::Adaptive,
     killer: KillerStrategy::NetFreed,

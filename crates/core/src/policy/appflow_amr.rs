@@ -1,4 +1,4 @@
-//! AppFlow's Adaptive Memory Reclaimer alone (seed 000 §6.5.1 ablation).
+//! AppFlow's Adaptive Memory Reclaimer alone (the AppFlow paper §6.5.1 ablation).
 
 use super::*;
 
@@ -6,7 +6,7 @@ use super::*;
 pub const POLICY: Policy = Policy {
     name: "appflow-amr",
     aliases: &[],
-    summary: "AppFlow's Adaptive Memory Reclaimer alone (seed 000 §6.5.1 ablation)",
+    summary: "AppFlow's Adaptive Memory Reclaimer alone (the AppFlow paper §6.5.1 ablation)",
     preload: PreloadStrategy::None,
     reclaim: ReclaimStrategy::Adaptive,
     killer: KillerStrategy::Kernel,

@@ -1,4 +1,4 @@
-//! AppFlow's Context-Aware Process Killer alone (seed 000 §6.5.1 ablation).
+//! AppFlow's Context-Aware Process Killer alone (the AppFlow paper §6.5.1 ablation).
 
 use super::*;
 
@@ -6,7 +6,7 @@ use super::*;
 pub const POLICY: Policy = Policy {
     name: "appflow-cpk",
     aliases: &[],
-    summary: "AppFlow's Context-Aware Process Killer alone (seed 000 §6.5.1 ablation)",
+    summary: "AppFlow's Context-Aware Process Killer alone (the AppFlow paper §6.5.1 ablation)",
     preload: PreloadStrategy::None,
     reclaim: ReclaimStrategy::Kernel,
     killer: KillerStrategy::NetFreed,

@@ -1,4 +1,4 @@
-//! AppFlow's Selective File Preloader alone (seed 000 §6.5.1 ablation).
+//! AppFlow's Selective File Preloader alone (the AppFlow paper §6.5.1 ablation).
 
 use super::*;
 
@@ -6,7 +6,7 @@ use super::*;
 pub const POLICY: Policy = Policy {
     name: "appflow-sfp",
     aliases: &[],
-    summary: "AppFlow's Selective File Preloader alone (seed 000 §6.5.1 ablation)",
+    summary: "AppFlow's Selective File Preloader alone (the AppFlow paper §6.5.1 ablation)",
     preload: PreloadStrategy::Selective,
     reclaim: ReclaimStrategy::Kernel,
     killer: KillerStrategy::Kernel,

@@ -1,6 +1,6 @@
 //! lmkd's victim order (highest oom_score_adj, then least recently used)
 //! from user space, on the Context-Aware killer's trigger: isolates what the
-//! ΔM order and the recency deferment of seed 000 §4.3 add.
+//! ΔM order and the recency deferment of the AppFlow paper §4.3 add.
 
 use super::*;
 

@@ -22,10 +22,10 @@ use serde::Serialize;
 pub enum PreloadStrategy {
     /// No preloading: apps read on demand.
     None,
-    /// AppFlow's Selective File Preloader (seed 000 §4.1): knapsack cutoffs,
+    /// AppFlow's Selective File Preloader (the AppFlow paper §4.1): knapsack cutoffs,
     /// small files kept before launch, large files streamed at launch.
     Selective,
-    /// Paralfetch / iorap-like baseline (seed 000 §6.1): the whole launch
+    /// Paralfetch / iorap-like baseline (the AppFlow paper §6.1): the whole launch
     /// profile streamed at launch in large reads, nothing kept before.
     WholeProfile,
     /// Every profiled range kept resident before launch, no budget.
@@ -38,7 +38,7 @@ pub enum PreloadStrategy {
 pub enum ReclaimStrategy {
     /// Nothing: the kernel's reclaim as it is.
     Kernel,
-    /// AppFlow's Adaptive Memory Reclaimer (seed 000 §4.2, Algorithm 1).
+    /// AppFlow's Adaptive Memory Reclaimer (the AppFlow paper §4.2, Algorithm 1).
     Adaptive,
 }
 
@@ -49,7 +49,7 @@ pub enum KillerStrategy {
     /// The platform's own killer: Android's lmkd in the simulator, the
     /// kernel OOM killer on Linux. The scheduler kills nothing.
     Kernel,
-    /// AppFlow's Context-Aware Process Killer (seed 000 §4.3): highest net
+    /// AppFlow's Context-Aware Process Killer (the AppFlow paper §4.3): highest net
     /// freed memory ΔM, recently used apps deferred.
     NetFreed,
     /// lmkd's order from user space: highest oom_score_adj, then least
@@ -63,7 +63,7 @@ pub enum KillerStrategy {
 pub enum KernelVariant {
     /// The stock kernel.
     Stock,
-    /// Acclaim (seed 000 §6.1 baseline): foreground-aware eviction and
+    /// Acclaim (the AppFlow paper §6.1 baseline): foreground-aware eviction and
     /// larger kswapd batches, a kernel patch.
     Acclaim,
 }

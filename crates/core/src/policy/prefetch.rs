@@ -1,4 +1,4 @@
-//! Paralfetch / iorap-like prefetching (seed 000 §6.1 baseline): at launch,
+//! Paralfetch / iorap-like prefetching (the AppFlow paper §6.1 baseline): at launch,
 //! the whole launch profile is streamed in first-access order with large
 //! reads; nothing is kept resident before the launch.
 
@@ -8,7 +8,7 @@ use super::*;
 pub const POLICY: Policy = Policy {
     name: "prefetch",
     aliases: &["paralfetch"],
-    summary: "whole launch profile streamed at launch (Paralfetch/iorap-like, seed 000 §6.1)",
+    summary: "whole launch profile streamed at launch (Paralfetch/iorap-like, the AppFlow paper §6.1)",
     preload: PreloadStrategy::WholeProfile,
     reclaim: ReclaimStrategy::Kernel,
     killer: KillerStrategy::Kernel,

@@ -1,6 +1,6 @@
 //! Preload everything: every profiled range of every app kept resident
 //! before launch, with no budget — what the Selective File Preloader's
-//! budget M_p protects the device from (seed 000 §3.2).
+//! budget M_p protects the device from (the AppFlow paper §3.2).
 
 use super::*;
 

@@ -1,6 +1,6 @@
 //! The stock system: no user-space scheduling at all. In the simulator the
 //! kernel model reclaims and Android's lmkd kills; on Linux the kernel's own
-//! reclaim and OOM killer act (seed 000 §6.1 "Android").
+//! reclaim and OOM killer act (the AppFlow paper §6.1 "Android").
 
 use super::*;
 
@@ -8,7 +8,7 @@ use super::*;
 pub const POLICY: Policy = Policy {
     name: "stock",
     aliases: &["android"],
-    summary: "the stock kernel and killer, no scheduler (seed 000 §6.1 Android baseline)",
+    summary: "the stock kernel and killer, no scheduler (the AppFlow paper §6.1 Android baseline)",
     preload: PreloadStrategy::None,
     reclaim: ReclaimStrategy::Kernel,
     killer: KillerStrategy::Kernel,

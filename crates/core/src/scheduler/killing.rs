@@ -1,4 +1,4 @@
-//! The Context-Aware Process Killer's part of the scheduler (seed 000 §4.3):
+//! The Context-Aware Process Killer's part of the scheduler (the AppFlow paper §4.3):
 //! when to kill, which apps are candidates, and the victim.
 //!
 //! * The trigger is the core's [`killer::should_kill`]: memory low and

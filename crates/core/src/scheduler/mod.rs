@@ -10,7 +10,7 @@
 //! |---|---|
 //! | this one | observations, events, process identity, the decision log, the loop |
 //! | [`config`] | the scheduler's configuration (no file paths) |
-//! | `preloading` | cutoff planning, standby upkeep, launch streams, launch timeouts (seed 000 §4.1) |
+//! | `preloading` | cutoff planning, standby upkeep, launch streams, launch timeouts (the AppFlow paper §4.1) |
 //! | `reclaiming` | the mode controller's tick, page-out of background apps, cold-file drops (§4.2) |
 //! | `killing` | the kill trigger, the candidates and the victim (§4.3) |
 //! | [`stats`] | counters of everything the scheduler did |

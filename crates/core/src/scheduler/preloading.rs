@@ -1,4 +1,4 @@
-//! The Selective File Preloader's part of the scheduler (seed 000 §4.1,
+//! The Selective File Preloader's part of the scheduler (the AppFlow paper §4.1,
 //! §4.2.2): when to re-solve the cutoffs, which standby sets to hold, what
 //! to stream when an app launches, and when a launch is over.
 //!
@@ -88,7 +88,7 @@ impl Scheduler {
 
     /// Every app's standby set under the current plan (computed once per
     /// plan). An active app's set is not held, and its share of the budget
-    /// is not handed to the others: seed 000 §4.2.2 stops touching the set of
+    /// is not handed to the others: the AppFlow paper §4.2.2 stops touching the set of
     /// an app once it is active, and a set that changed with every switch
     /// would make the worker re-read all of them at each one.
     fn standby_sets(&mut self) -> StandbySets {

@@ -1,4 +1,4 @@
-//! The Adaptive Memory Reclaimer's part of the scheduler (seed 000 §4.2,
+//! The Adaptive Memory Reclaimer's part of the scheduler (the AppFlow paper §4.2,
 //! Algorithm 1): the 100 ms mode tick, the mode applied through the
 //! reclaim mechanism, page-out of background apps while rebalancing, and
 //! the optional drop of cold files in efficiency-first.

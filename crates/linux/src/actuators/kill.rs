@@ -1,4 +1,4 @@
-//! The live `KillMechanism` (seed 000 §4.3; the lmkd reaper's way):
+//! The live `KillMechanism` (the AppFlow paper §4.3; the lmkd reaper's way):
 //! `pidfd_open` first, then check that the pidfd still names the process the
 //! daemon ranked (its start time, recorded at scan time, must match: no PID
 //! reuse race), optionally freeze it (v1 freezer) so it stops allocating,

@@ -1,4 +1,5 @@
-//! The preload worker and its client (contract D, SPEC §3.2).
+//! The preload worker and its client (the AppFlow paper §4.1: the preloader
+//! runs as a separate low-priority process; see docs/daemon.md).
 //!
 //! The daemon spawns `appflow preload-worker` as a separate process, writes
 //! its pid into the domain's memory cgroup (and blkio cgroup) BEFORE sending

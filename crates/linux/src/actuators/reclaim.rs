@@ -1,4 +1,4 @@
-//! The live `ReclaimMechanism` (seed 000 §4.2 realised from user space):
+//! The live `ReclaimMechanism` (the AppFlow paper §4.2 realised from user space):
 //!
 //! * **efficiency-first**: swappiness 0 for the domain, so reclaim takes file
 //!   pages only — v1: `memory.swappiness` of the domain cgroup *and every
