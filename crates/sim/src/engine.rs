@@ -244,6 +244,12 @@ pub struct Sim<'a> {
     pub(crate) touch_paused: bool,
     next_pid: u32,
     pub(crate) name_idx: BTreeMap<String, usize>,
+    /// Per app, the last standby set loaded and its cells: the scheduler
+    /// reloads the same set after every launch, and mapping its spans to
+    /// cells is the simulator's costliest step.
+    pub(crate) touch_memo: Vec<Option<(Vec<appflow_core::preload::FileSpan>, Cells)>>,
+    /// The process list of the last tick, reused (its strings keep their buffers).
+    procs_buf: Vec<ProcInfo>,
     /// Counters of the run.
     pub counters: Counters,
     /// Kill log: (time µs, app, reason).
@@ -326,6 +332,8 @@ impl<'a> Sim<'a> {
                 .collect(),
             counters: Counters::default(),
             kill_log: Vec::new(),
+            touch_memo: vec![None; models.len()],
+            procs_buf: Vec::new(),
         }
     }
 
@@ -404,24 +412,35 @@ impl<'a> Sim<'a> {
     }
 
     /// The apps' processes as the scheduler sees them (one per app).
-    fn procs(&self) -> Vec<ProcInfo> {
-        self.oom_adjs()
-            .into_iter()
-            .map(|(a, adj)| {
-                let s = &self.st[a];
-                let name = &self.models[a].spec.name;
-                ProcInfo {
-                    pid: s.pid,
-                    start_time: s.start_ms,
-                    comm: name.clone(),
-                    app: Some(name.clone()),
-                    oom_score_adj: adj,
-                    footprint_bytes: Some(
-                        (s.anon_total() + s.sum[Holder::Own as usize] + s.other_file) * PAGE_BYTES,
-                    ),
-                }
-            })
-            .collect()
+    fn procs(&self, out: &mut Vec<ProcInfo>) {
+        let adjs = self.oom_adjs();
+        out.truncate(adjs.len());
+        for (i, (a, adj)) in adjs.into_iter().enumerate() {
+            let s = &self.st[a];
+            let name = &self.models[a].spec.name;
+            let footprint =
+                (s.anon_total() + s.sum[Holder::Own as usize] + s.other_file) * PAGE_BYTES;
+            if i == out.len() {
+                out.push(ProcInfo {
+                    pid: 0,
+                    start_time: 0,
+                    comm: String::new(),
+                    app: None,
+                    oom_score_adj: 0,
+                    footprint_bytes: None,
+                });
+            }
+            let p = &mut out[i];
+            p.pid = s.pid;
+            p.start_time = s.start_ms;
+            p.comm.clone_from(name);
+            match &mut p.app {
+                Some(app) => app.clone_from(name),
+                None => p.app = Some(name.clone()),
+            }
+            p.oom_score_adj = adj;
+            p.footprint_bytes = Some(footprint);
+        }
     }
 
     /// Applies one record to the scheduler with this device as its mechanisms.
@@ -455,21 +474,29 @@ impl<'a> Sim<'a> {
     /// will look at them (rebalancing, or a kill considered), as the daemon
     /// reads footprints only then.
     fn sched_tick(&mut self) {
+        if self.sched.is_none() {
+            return;
+        }
+        self.rebalance_budget_ms = self.cfg.reclaim.tick_ms as f64;
+        let sample = self.sample();
+        let mut procs = std::mem::take(&mut self.procs_buf);
         let Some(sched) = &self.sched else {
             return;
         };
-        self.rebalance_budget_ms = self.cfg.reclaim.tick_ms as f64;
-        let sample = self.sample();
-        let procs = if sched.mode() != ReclaimMode::Normal || sched.kill_wanted(&sample).is_ok() {
-            self.procs()
+        if sched.mode() != ReclaimMode::Normal || sched.kill_wanted(&sample).is_ok() {
+            self.procs(&mut procs);
         } else {
-            Vec::new()
-        };
-        self.apply(&Record::Tick {
+            procs.clear();
+        }
+        let rec = Record::Tick {
             sample,
             now_unix_ms: self.now_us / 1000,
             procs,
-        });
+        };
+        self.apply(&rec);
+        if let Record::Tick { procs, .. } = rec {
+            self.procs_buf = procs;
+        }
     }
 
     /// Runs every scheduler tick due by now.

@@ -105,6 +105,10 @@ impl Sim<'_> {
             let Some(target) = self.st[a].standby_target else {
                 continue;
             };
+            if self.st[a].held == target {
+                // Every wanted page is held: nothing to move or read.
+                continue;
+            }
             for k in 0..CHUNKS {
                 for b in 0..2 {
                     let want = target[k][b];
@@ -189,7 +193,15 @@ impl PreloadMechanism for Sim<'_> {
         let bytes = spans.iter().map(|s| s.len).sum();
         match hold {
             Hold::Touch => {
-                self.st[a].standby_target = Some(self.spans_to_cells(a, spans));
+                let cells = match &self.touch_memo[a] {
+                    Some((memo, cells)) if memo.as_slice() == spans => *cells,
+                    _ => {
+                        let cells = self.spans_to_cells(a, spans);
+                        self.touch_memo[a] = Some((spans.to_vec(), cells));
+                        cells
+                    }
+                };
+                self.st[a].standby_target = Some(cells);
                 self.next_touch_us = self.now_us;
             }
             Hold::Protect => {

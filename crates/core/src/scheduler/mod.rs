@@ -287,6 +287,9 @@ pub struct Scheduler {
     /// Standby spans currently held per app (Hold::Touch).
     standby: BTreeMap<String, Arc<Vec<FileSpan>>>,
     standby_dirty: bool,
+    /// The smallest standby set left unloaded for want of room: the holds
+    /// are synced again once the room reaches it (nothing else changed).
+    standby_need: Option<u64>,
     touch_paused: bool,
     controller: ReclaimController,
     prev_alloc: Option<(u64, u64)>,
@@ -333,6 +336,7 @@ impl Scheduler {
             standby_memo: None,
             standby: BTreeMap::new(),
             standby_dirty: true,
+            standby_need: None,
             touch_paused: false,
             controller: ReclaimController::new(),
             prev_alloc: None,
@@ -562,6 +566,7 @@ impl Scheduler {
         }
         self.standby.clear();
         self.standby_dirty = true;
+        self.standby_need = None;
         self.touch_paused = false;
         self.controller = ReclaimController::new();
         self.prev_alloc = None;

@@ -148,10 +148,15 @@ impl Scheduler {
 
     /// Brings the standby holds in line with the plan and the active apps.
     fn sync_standby(&mut self, now_ms: u64, preload: &mut dyn PreloadMechanism) {
-        if !self.standby_dirty || !self.standby_allowed() {
+        if !self.standby_allowed() {
+            return;
+        }
+        let room_for_one = self.standby_need.is_some_and(|n| self.room() >= n);
+        if !self.standby_dirty && !room_for_one {
             return;
         }
         self.standby_dirty = false;
+        self.standby_need = None;
         let sets = self.standby_sets();
         let active = self.active_apps();
         let names: BTreeSet<String> = sets.keys().chain(self.standby.keys()).cloned().collect();
@@ -172,7 +177,7 @@ impl Scheduler {
             let set_bytes: u64 = spans.iter().map(|s| s.len).sum();
             if set_bytes > self.room() {
                 // Try again on a later tick, once there is room.
-                self.standby_dirty = true;
+                self.standby_need = Some(self.standby_need.map_or(set_bytes, |n| n.min(set_bytes)));
                 continue;
             }
             match preload.load(&app, spans, Hold::Touch) {
