@@ -29,7 +29,6 @@ use crate::catalog::{AppModel, Cells};
 use crate::device::Device;
 use crate::policy::Policy;
 use appflow_core::killer::KillerConfig;
-use appflow_core::policy::{KillerStrategy, PreloadStrategy, ReclaimStrategy};
 use appflow_core::preload::{CutoffPlan, PreloadConfig};
 use appflow_core::profile::LaunchProfile;
 use appflow_core::reason::Reason;
@@ -250,13 +249,6 @@ pub struct Sim<'a> {
     pub kill_log: Vec<(u64, usize, Reason)>,
 }
 
-/// Whether a policy has anything for the scheduler to do.
-fn has_user_space(p: &appflow_core::policy::Policy) -> bool {
-    p.preload != PreloadStrategy::None
-        || p.reclaim != ReclaimStrategy::Kernel
-        || p.killer != KillerStrategy::Kernel
-}
-
 impl<'a> Sim<'a> {
     /// A fresh device with nothing running. `installed` marks the apps the
     /// workload uses (the scheduler plans over their profiles).
@@ -268,7 +260,7 @@ impl<'a> Sim<'a> {
         installed: &[bool],
     ) -> Self {
         let n = models.len();
-        let sched = has_user_space(pol.def).then(|| {
+        let sched = pol.def.has_user_space().then(|| {
             let names: Vec<String> = (0..n)
                 .filter(|&i| installed[i])
                 .map(|i| models[i].spec.name.clone())
@@ -460,7 +452,7 @@ impl<'a> Sim<'a> {
         };
         self.rebalance_budget_ms = self.cfg.reclaim.tick_ms as f64;
         let sample = self.sample();
-        let procs = if sched.mode() != ReclaimMode::Normal || sched.kill_wanted(&sample).is_ok() {
+        let procs = if sched.wants_procs(&sample) {
             self.procs()
         } else {
             Vec::new()

@@ -40,6 +40,22 @@ pub enum ReclaimStrategy {
     Kernel,
     /// AppFlow's Adaptive Memory Reclaimer (seed 000 §4.2, Algorithm 1).
     Adaptive,
+    /// PMR's user-space half (seed 001 §4.2-§4.3): keep δ of memory ready
+    /// ahead of bursts by paging out background apps' anonymous memory in
+    /// per-app batches (`crate::proactive`).
+    Proactive,
+}
+
+/// What happens when a running app is switched back to the foreground.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SwitchStrategy {
+    /// Demand paging: the app faults its pages back itself.
+    Demand,
+    /// ASAP (seed 002): prepage the app's estimated switch footprint at
+    /// switch start, at idle priority; the estimate is a candidate table
+    /// updated with precision/recall feedback (`crate::prepage`).
+    Prepage,
 }
 
 /// Who chooses the victim when memory runs out.
@@ -66,6 +82,32 @@ pub enum KernelVariant {
     /// Acclaim (seed 000 §6.1 baseline): foreground-aware eviction and
     /// larger kswapd batches, a kernel patch.
     Acclaim,
+    /// PMR (seed 001 §4.2-§4.3): a `kshrinkd` thread keeps a victim list of
+    /// δ = 462 MB shrunk ahead of time, and writeback unmaps per application
+    /// and writes in device-sized batches.
+    Pmr,
+    /// Ariadne (seed 003 §4.2-§4.4): anonymous data split hot/warm/cold by
+    /// the last relaunch, evicted cold first, compressed in chunks sized by
+    /// hotness (1K/2K/16K), the next page pre-decompressed on a swap-in.
+    Ariadne,
+    /// Re-fault-aware reclaim (seed 004 §5): kswapd reclaims in small
+    /// batches above the low watermark instead of up to the high one.
+    Refault,
+}
+
+impl KernelVariant {
+    /// What a real kernel would need to be changed for this variant, if anything.
+    pub fn kernel_change(self) -> Option<&'static str> {
+        match self {
+            KernelVariant::Stock => None,
+            KernelVariant::Acclaim => Some("Acclaim's foreground-aware eviction and kswapd sizing"),
+            KernelVariant::Pmr => Some("PMR's kshrinkd victim list and batched writeback"),
+            KernelVariant::Ariadne => {
+                Some("Ariadne's hotness-aware zram with size-adaptive chunks")
+            }
+            KernelVariant::Refault => Some("a smaller kswapd reclaim batch"),
+        }
+    }
 }
 
 /// A registered policy.
@@ -83,11 +125,28 @@ pub struct Policy {
     pub reclaim: ReclaimStrategy,
     /// Killer.
     pub killer: KillerStrategy,
+    /// App switches (warm relaunches).
+    pub switch: SwitchStrategy,
     /// Kernel reclaim variant.
     pub kernel: KernelVariant,
 }
 
 impl Policy {
+    /// The kernel variant's part the daemon cannot run. A policy whose
+    /// user-space half is everything the daemon needs still runs there (see
+    /// [`Policy::needs_kernel_change`]); this names what it runs without.
+    pub fn kernel_part(&self) -> Option<&'static str> {
+        self.kernel.kernel_change()
+    }
+
+    /// Whether the scheduler has anything to do for this policy.
+    pub fn has_user_space(&self) -> bool {
+        self.preload != PreloadStrategy::None
+            || self.reclaim != ReclaimStrategy::Kernel
+            || self.killer != KillerStrategy::Kernel
+            || self.switch != SwitchStrategy::Demand
+    }
+
     /// The AppFlow modules this policy has.
     pub fn modules(&self) -> crate::Modules {
         crate::Modules {
@@ -99,21 +158,23 @@ impl Policy {
 
     /// True when the scheduler has nothing to do (the stock system).
     pub fn is_stock(&self) -> bool {
-        self.preload == PreloadStrategy::None
-            && self.reclaim == ReclaimStrategy::Kernel
-            && self.killer == KillerStrategy::Kernel
-            && self.kernel == KernelVariant::Stock
+        !self.has_user_space() && self.kernel == KernelVariant::Stock
     }
 
     /// Why this policy cannot run on an unmodified kernel, if it cannot.
+    /// A policy with a kernel variant but also a user-space half (PMR's
+    /// batched page-out, the re-fault policy's batch tuning) runs its
+    /// user-space half on a real kernel; one that is only a kernel change
+    /// (Acclaim, Ariadne) cannot run there.
     pub fn needs_kernel_change(&self) -> Option<String> {
-        match self.kernel {
-            KernelVariant::Stock => None,
-            KernelVariant::Acclaim => Some(format!(
-                "policy {:?} changes the kernel's own reclaim (a kernel patch); it runs in the simulator only",
-                self.name
-            )),
+        let what = self.kernel.kernel_change()?;
+        if self.has_user_space() {
+            return None;
         }
+        Some(format!(
+            "policy {:?} changes the kernel's own reclaim ({what}, a kernel patch); it runs in the simulator only",
+            self.name
+        ))
     }
 }
 
@@ -137,6 +198,11 @@ registry!(
     appflow_cpk,
     preload_all,
     lru_killer,
+    pmr,
+    asap,
+    ariadne,
+    refault,
+    appflow_asap,
 );
 
 /// Canonical names, in listing order.

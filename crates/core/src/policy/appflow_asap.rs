@@ -1,0 +1,17 @@
+//! AppFlow (seed 000) with ASAP's switch prepaging (seed 002): AppFlow
+//! handles cold launches (preloading, reclaim modes, the killer), ASAP the
+//! warm switches. Neither paper combines with the other.
+
+use super::*;
+
+/// `appflow+asap`.
+pub const POLICY: Policy = Policy {
+    name: "appflow+asap",
+    aliases: &["asap+appflow"],
+    summary: "AppFlow plus ASAP's switch prepaging (seeds 000 + 002)",
+    preload: PreloadStrategy::Selective,
+    reclaim: ReclaimStrategy::Adaptive,
+    killer: KillerStrategy::NetFreed,
+    switch: SwitchStrategy::Prepage,
+    kernel: KernelVariant::Stock,
+};
