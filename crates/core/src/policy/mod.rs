@@ -300,4 +300,28 @@ mod tests {
         assert!(lookup("acclaim").unwrap().needs_kernel_change().is_some());
         assert!(lookup("appflow").unwrap().needs_kernel_change().is_none());
     }
+
+    #[test]
+    fn peers_run_where_their_halves_can() {
+        // Kernel-only peers: simulator only.
+        for n in ["ariadne", "refault"] {
+            let p = lookup(n).unwrap();
+            assert!(p.needs_kernel_change().is_some(), "{n}");
+            assert!(!p.has_user_space(), "{n}");
+        }
+        // PMR's user-space half and ASAP run on a real kernel.
+        let pmr = lookup("pmr").unwrap();
+        assert!(pmr.needs_kernel_change().is_none() && pmr.kernel_part().is_some());
+        assert_eq!(pmr.reclaim, ReclaimStrategy::Proactive);
+        for n in ["asap", "appflow+asap"] {
+            let p = lookup(n).unwrap();
+            assert_eq!(p.switch, SwitchStrategy::Prepage, "{n}");
+            assert!(p.needs_kernel_change().is_none() && p.kernel_part().is_none());
+        }
+        assert_eq!(
+            lookup("appflow+asap").unwrap().modules(),
+            crate::Modules::ALL
+        );
+        assert!(!pmr.is_stock() && !lookup("refault").unwrap().is_stock());
+    }
 }
