@@ -8,7 +8,7 @@ use super::*;
 pub const POLICY: Policy = Policy {
     name: "appflow+asap",
     aliases: &["asap+appflow"],
-    summary: "AppFlow plus ASAP's switch prepaging (seeds 000 + 002)",
+    summary: "AppFlow plus ASAP's switch prepaging (simulator only for now) (seeds 000 + 002)",
     preload: PreloadStrategy::Selective,
     reclaim: ReclaimStrategy::Adaptive,
     killer: KillerStrategy::NetFreed,

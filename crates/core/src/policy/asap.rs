@@ -10,7 +10,7 @@ use super::*;
 pub const POLICY: Policy = Policy {
     name: "asap",
     aliases: &[],
-    summary: "ASAP: prepage the switch footprint at switch start, idle priority, with precision/recall feedback (seed 002)",
+    summary: "ASAP: prepage the switch footprint at switch start, idle priority, with precision/recall feedback (simulator only for now) (seed 002)",
     preload: PreloadStrategy::None,
     reclaim: ReclaimStrategy::Kernel,
     killer: KillerStrategy::Kernel,
