@@ -14,6 +14,8 @@
 //! | [`cutoff`] | per-app candidate cutoffs s with P_i(s) and the streaming time of the rest (the AppFlow paper §4.1) |
 //! | [`knapsack`] | exact multiple-choice knapsack choosing one cutoff per app under the budget M_p |
 //! | [`preload`] | before-launch standby set and during-launch stream plan |
+//! | [`prepage`] | ASAP's switch footprint estimator: what to prepage at a switch (the ASAP paper) |
+//! | [`proactive`] | PMR's batched per-app page-out ahead of bursts, from user space (the PMR paper) |
 //! | [`reclaim`] | Adaptive Memory Reclaimer mode controller (the AppFlow paper Algorithm 1) |
 //! | [`killer`] | Context-Aware Process Killer ranking by ΔM with recency deferment (the AppFlow paper §4.3) |
 //! | [`mechanism`] | the traits the policies drive (preload, reclaim, kill) and a recording fake |
@@ -30,6 +32,8 @@ pub mod knapsack;
 pub mod mechanism;
 pub mod policy;
 pub mod preload;
+pub mod prepage;
+pub mod proactive;
 pub mod profile;
 pub mod reason;
 pub mod reclaim;

@@ -4,6 +4,7 @@
 //! dry-run mode that decides and logs but changes nothing.
 
 use crate::preload::FileSpan;
+use crate::prepage::{PrepagePlan, SwitchObservation};
 use crate::reason::Reason;
 use crate::reclaim::ReclaimMode;
 use crate::scheduler::ProcId;
@@ -53,6 +54,21 @@ pub trait PreloadMechanism {
     fn pause_touch(&mut self, paused: bool) -> Result<(), MechError>;
     /// Bytes currently held, all apps.
     fn held_bytes(&self) -> u64;
+    /// Prepages `app`'s switch footprint at idle priority (ASAP, the ASAP paper):
+    /// up to `plan.anon_bytes` of its processes' swapped-out anonymous pages
+    /// and `plan.file_bytes` of the evicted pages of files it used, from the
+    /// mechanism's page-level candidate table. Returns the bytes requested.
+    fn prepage(&mut self, app: &str, plan: &PrepagePlan) -> Result<u64, MechError> {
+        let _ = (app, plan);
+        Err(MechError::Unsupported("switch prepaging".into()))
+    }
+    /// What `app`'s last foreground window (its switch, or the cold launch
+    /// before its first switch) brought back, once; None when nothing was
+    /// observed.
+    fn switch_observation(&mut self, app: &str) -> Result<Option<SwitchObservation>, MechError> {
+        let _ = app;
+        Ok(None)
+    }
 }
 
 /// Applies reclaim modes and reclaims.
@@ -104,6 +120,8 @@ pub enum Call {
     Drop { path: String, offset: u64, len: u64 },
     /// `kill`.
     Kill { pid: u32, reason: Reason },
+    /// `prepage`.
+    Prepage { app: String, plan: PrepagePlan },
 }
 
 /// A recording fake of every mechanism, for tests of the loops that drive them.
@@ -114,6 +132,8 @@ pub struct Recorder {
     held: std::collections::BTreeMap<String, u64>,
     /// PIDs that behave as vanished.
     pub vanished: Vec<u32>,
+    /// What `switch_observation` reports, per app (taken once).
+    pub observations: std::collections::BTreeMap<String, SwitchObservation>,
 }
 
 impl PreloadMechanism for Recorder {
@@ -146,6 +166,16 @@ impl PreloadMechanism for Recorder {
     }
     fn held_bytes(&self) -> u64 {
         self.held.values().sum()
+    }
+    fn prepage(&mut self, app: &str, plan: &PrepagePlan) -> Result<u64, MechError> {
+        self.calls.push(Call::Prepage {
+            app: app.into(),
+            plan: *plan,
+        });
+        Ok(plan.anon_bytes + plan.file_bytes)
+    }
+    fn switch_observation(&mut self, app: &str) -> Result<Option<SwitchObservation>, MechError> {
+        Ok(self.observations.remove(app))
     }
 }
 

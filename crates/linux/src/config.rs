@@ -473,6 +473,13 @@ mod tests {
     }
 
     #[test]
+    fn pmr_runs_its_user_space_half() {
+        let c = Config::from_toml("[daemon]\npolicy = \"pmr\"\n", "<t>").unwrap();
+        assert_eq!(c.policy().name, "pmr");
+        assert!(c.policy().kernel_part().is_some());
+    }
+
+    #[test]
     fn section_fields_merge_with_core_fields() {
         let c = Config::from_toml(
             "[daemon]\npolicy = \"paralfetch\"\n[preload]\nbudget_bytes = 1024\n\
@@ -495,6 +502,9 @@ mod tests {
             ("[preload]\nstrategy = \"fast\"\n", "strategy"),
             ("[daemon]\npolicy = \"fast\"\n", "daemon.policy"),
             ("[daemon]\npolicy = \"acclaim\"\n", "daemon.policy"),
+            ("[daemon]\npolicy = \"ariadne\"\n", "daemon.policy"),
+            ("[daemon]\npolicy = \"refault\"\n", "daemon.policy"),
+            ("[daemon]\npolicy = \"asap\"\n", "daemon.policy"),
             ("[killer]\nprotected = 3\n", "killer.protected"),
             (
                 "[reclaim]\nlow_memory_fraction = 2.0\n",

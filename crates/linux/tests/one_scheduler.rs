@@ -76,6 +76,7 @@ fn the_daemon_and_the_simulator_path_replay_the_live_decisions() {
         preload: f.config.preload.core.clone(),
         reclaim: f.config.reclaim.core.clone(),
         killer: f.config.killer.core.clone(),
+        ..SimConfig::with_seed(0)
     };
     let (sim, sim_calls) = replay(
         sim_cfg.scheduler_config(policy::lookup(&f.config.daemon.policy).unwrap()),

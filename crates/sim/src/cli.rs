@@ -92,6 +92,10 @@ pub struct SimArgs {
     /// Preload budget M_p in MiB (default: the core's 100 MB, the AppFlow paper §4.1).
     #[arg(long)]
     pub preload_budget_mb: Option<u64>,
+    /// kswapd's reclaim batch above the low watermark for the `refault`
+    /// policy, KiB (default 1024, docs/peers.md; the re-fault study §5).
+    #[arg(long)]
+    pub kswapd_batch_kib: Option<u64>,
     /// List devices, policies, workloads and apps, then exit.
     #[arg(long)]
     pub list: bool,
@@ -224,6 +228,18 @@ pub fn simulate_with(
             .into());
         }
         cfg.preload.budget_bytes = bytes;
+    }
+    if let Some(kib) = a.kswapd_batch_kib {
+        let pages = kib.saturating_mul(appflow_core::KIB) / appflow_core::PAGE_BYTES;
+        if pages == 0 || pages.saturating_mul(appflow_core::PAGE_BYTES) >= dev.app_memory_bytes() {
+            return Err(InputError::new(format!(
+                "--kswapd-batch-kib {kib} must be at least one page (4) and below the memory apps can use on {} ({} MiB)",
+                dev.name,
+                dev.app_memory_bytes() / MIB
+            ))
+            .into());
+        }
+        cfg.refault_batch_pages = pages;
     }
     if let Some(p) = &a.plot {
         if p.extension().and_then(|e| e.to_str()) != Some("svg") {

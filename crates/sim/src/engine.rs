@@ -28,9 +28,10 @@
 use crate::catalog::{AppModel, Cells};
 use crate::device::Device;
 use crate::policy::Policy;
+use crate::worker::PrepageJob;
 use appflow_core::killer::KillerConfig;
-use appflow_core::policy::{KillerStrategy, PreloadStrategy, ReclaimStrategy};
 use appflow_core::preload::{CutoffPlan, PreloadConfig};
+use appflow_core::prepage::SwitchObservation;
 use appflow_core::profile::LaunchProfile;
 use appflow_core::reason::Reason;
 use appflow_core::reclaim::{ReclaimConfig, ReclaimMode};
@@ -58,6 +59,9 @@ pub struct SimConfig {
     pub reclaim: ReclaimConfig,
     /// Context-Aware Process Killer parameters.
     pub killer: KillerConfig,
+    /// kswapd's reclaim batch above the low watermark under the re-fault
+    /// policy's kernel, pages (the re-fault study §5).
+    pub refault_batch_pages: u64,
 }
 
 impl SimConfig {
@@ -68,6 +72,7 @@ impl SimConfig {
             preload: PreloadConfig::default(),
             reclaim: ReclaimConfig::default(),
             killer: KillerConfig::default(),
+            refault_batch_pages: crate::peers::REFAULT_KSWAPD_BATCH_PAGES,
         }
     }
 
@@ -172,6 +177,10 @@ pub(crate) struct AppState {
     pub standby_target: Option<Cells>,
     /// The worker's launch-stream queue: (chunk, bucket, pages) in order.
     pub stream_q: Vec<(usize, usize, u64)>,
+    /// Ariadne: zram pages by hotness class (hot, warm, cold).
+    pub zcls: [u64; 3],
+    /// What the app's current foreground window brought back, pages (ASAP's feedback).
+    pub window: SwitchObservation,
 }
 
 impl AppState {
@@ -234,7 +243,13 @@ pub struct Sim<'a> {
     pub(crate) psi_some: [f64; PSI_BUCKETS],
     pub(crate) psi_full: [f64; PSI_BUCKETS],
     pub(crate) psi_bucket: u64,
+    /// PMR: pages in kshrinkd's victim list.
+    pub(crate) pmr_victims: u64,
+    /// Ariadne: zram pages by hotness class, all apps.
+    pub(crate) zram_cls: [u64; 3],
     // user space
+    /// ASAP: the prepaging job of the switching app.
+    pub(crate) prepage_job: Option<PrepageJob>,
     sched: Option<Scheduler>,
     next_tick_us: u64,
     /// CPU the rebalancing page-out may use in the current tick, ms.
@@ -256,13 +271,6 @@ pub struct Sim<'a> {
     pub kill_log: Vec<(u64, usize, Reason)>,
 }
 
-/// Whether a policy has anything for the scheduler to do.
-fn has_user_space(p: &appflow_core::policy::Policy) -> bool {
-    p.preload != PreloadStrategy::None
-        || p.reclaim != ReclaimStrategy::Kernel
-        || p.killer != KillerStrategy::Kernel
-}
-
 impl<'a> Sim<'a> {
     /// A fresh device with nothing running. `installed` marks the apps the
     /// workload uses (the scheduler plans over their profiles).
@@ -274,7 +282,7 @@ impl<'a> Sim<'a> {
         installed: &[bool],
     ) -> Self {
         let n = models.len();
-        let sched = has_user_space(pol.def).then(|| {
+        let sched = pol.def.has_user_space().then(|| {
             let names: Vec<String> = (0..n)
                 .filter(|&i| installed[i])
                 .map(|i| models[i].spec.name.clone())
@@ -319,6 +327,9 @@ impl<'a> Sim<'a> {
             psi_some: [0.0; PSI_BUCKETS],
             psi_full: [0.0; PSI_BUCKETS],
             psi_bucket: 0,
+            pmr_victims: 0,
+            zram_cls: [0; 3],
+            prepage_job: None,
             sched,
             next_tick_us: 0,
             rebalance_budget_ms: 0.0,
@@ -483,7 +494,7 @@ impl<'a> Sim<'a> {
         let Some(sched) = &self.sched else {
             return;
         };
-        if sched.mode() != ReclaimMode::Normal || sched.kill_wanted(&sample).is_ok() {
+        if sched.wants_procs(&sample) {
             self.procs(&mut procs);
         } else {
             procs.clear();
@@ -535,6 +546,7 @@ impl<'a> Sim<'a> {
         self.fg = Some(a);
         self.launching = Some(a);
         self.touch_lru(a);
+        self.st[a].window = SwitchObservation::default();
         if kind == LaunchKind::Cold {
             let pid = self.next_pid;
             self.next_pid += 1;
@@ -552,8 +564,10 @@ impl<'a> Sim<'a> {
         if kind == LaunchKind::Cold {
             self.event(EventKind::Launched, a);
         }
-        // Whatever the worker still holds for the launch is the app's now.
+        // Whatever the worker still holds for the launch is the app's now;
+        // switch prepaging ends with the switch.
         self.release_stream(a);
+        self.prepage_job = None;
         self.launching = None;
         self.finish_launch(a, kind);
         LaunchRecord {
@@ -650,6 +664,9 @@ impl<'a> Sim<'a> {
         self.file_total = 0;
         self.zram_stored = 0;
         self.swap_used = 0;
+        self.zram_cls = [0; 3];
+        self.pmr_victims = 0;
+        self.prepage_job = None;
         self.fg = None;
         self.launching = None;
         self.kswapd_on = false;

@@ -19,9 +19,10 @@
 
 use crate::catalog::{Cells, CHUNKS};
 use crate::engine::{cells_sum, Holder, Sim, PSI_BUCKETS};
+use crate::peers::{COLD, HOT, WARM};
 use appflow_core::killer::{self, Candidate};
 use appflow_core::mechanism::KillMechanism;
-use appflow_core::policy::KillerStrategy;
+use appflow_core::policy::{KernelVariant, KillerStrategy};
 use appflow_core::reason::Reason;
 use appflow_core::reclaim::ReclaimMode;
 use appflow_core::scheduler::ProcId;
@@ -82,6 +83,9 @@ impl Sim<'_> {
         if !self.dev.zram_pool_in_dram {
             return 0;
         }
+        if self.ariadne() {
+            return self.ariadne_pool();
+        }
         (self.zram_stored as f64 / self.dev.zram_ratio).ceil() as u64
     }
 
@@ -123,6 +127,9 @@ impl Sim<'_> {
                     }
                 }
             }
+            if self.ariadne() && s.zcls.iter().sum::<u64>() != s.anon_zram {
+                return Err(format!("app {i} hotness classes drift from its zram pages"));
+            }
             anon += s.anon_res;
             zram += s.anon_zram;
             swap += s.anon_swap;
@@ -140,6 +147,9 @@ impl Sim<'_> {
                 "totals drift: anon {anon} vs {}, file {file} vs {}",
                 self.anon_total, self.file_total
             ));
+        }
+        if self.ariadne() && self.zram_cls.iter().sum::<u64>() != self.zram_stored {
+            return Err("hotness class totals drift".into());
         }
         if zram != self.zram_stored || swap != self.swap_used {
             return Err("swap totals drift".into());
@@ -191,7 +201,7 @@ impl Sim<'_> {
         (self.zram_cap - self.zram_stored) + (self.swap_cap - self.swap_used)
     }
 
-    fn reclaimable_anon(&self) -> u64 {
+    pub(crate) fn reclaimable_anon(&self) -> u64 {
         if self.swap_room() == 0 {
             return 0;
         }
@@ -248,25 +258,41 @@ impl Sim<'_> {
             Some(a) => vec![a],
             None => self.lru.clone(),
         };
-        for a in order {
-            if got >= n {
-                break;
+        // Ariadne evicts by hotness class across apps (cold first); the
+        // stock kernel takes each app's anonymous memory in LRU order.
+        let passes: &[Option<usize>] = if self.ariadne() {
+            &[Some(COLD), Some(WARM), Some(HOT)]
+        } else {
+            &[None]
+        };
+        for &class in passes {
+            for &a in &order {
+                if got >= n {
+                    break;
+                }
+                if only.is_none() && (Some(a) == self.fg || Some(a) == self.launching) {
+                    continue;
+                }
+                let avail = match class {
+                    Some(c) => self.ariadne_resident(a, c),
+                    None => self.st[a].anon_res,
+                };
+                let mut t = avail.min(n - got);
+                let z = t.min(self.zram_cap - self.zram_stored);
+                let f = (t - z).min(self.swap_cap - self.swap_used);
+                t = z + f;
+                self.st[a].anon_res -= t;
+                self.st[a].anon_zram += z;
+                self.st[a].anon_swap += f;
+                self.zram_stored += z;
+                self.swap_used += f;
+                if let Some(c) = class {
+                    self.ariadne_stored(a, c, z);
+                }
+                cpu += z as f64 * self.dev.anon_zram_ms_per_mib / 256.0;
+                flash += f as f64 * PAGE_BYTES as f64 / self.swap_write_rate() * 1000.0;
+                got += t;
             }
-            if only.is_none() && (Some(a) == self.fg || Some(a) == self.launching) {
-                continue;
-            }
-            let mut t = self.st[a].anon_res.min(n - got);
-            let z = t.min(self.zram_cap - self.zram_stored);
-            let f = (t - z).min(self.swap_cap - self.swap_used);
-            t = z + f;
-            self.st[a].anon_res -= t;
-            self.st[a].anon_zram += z;
-            self.st[a].anon_swap += f;
-            self.zram_stored += z;
-            self.swap_used += f;
-            cpu += z as f64 * self.dev.anon_zram_ms_per_mib / 256.0;
-            flash += f as f64 * PAGE_BYTES as f64 / self.dev.swap_write_bytes_per_sec * 1000.0;
-            got += t;
         }
         self.anon_total -= got;
         self.counters.evicted_anon_pages += got;
@@ -320,14 +346,19 @@ impl Sim<'_> {
             } else {
                 0
             };
-            used += f_got as f64 * file_ms;
+            let f_ms = f_got as f64 * file_ms;
             let pool_before = self.zram_pool();
             let (a_got, cpu, flash) = if a_want > 0 {
                 self.evict_anon(a_want, None)
             } else {
                 (0, 0.0, 0.0)
             };
-            used += cpu + flash;
+            if self.pol.def.kernel == KernelVariant::Pmr {
+                used += self.pmr_discount(f_got + a_got, f_ms + cpu + flash);
+            } else {
+                used += f_ms;
+                used += cpu + flash;
+            }
             let pool_growth = self.zram_pool() - pool_before;
             let net = (f_got + a_got).saturating_sub(pool_growth);
             freed += net;
@@ -381,6 +412,7 @@ impl Sim<'_> {
     }
 
     pub(crate) fn run_kswapd(&mut self, budget_ms: f64) {
+        self.run_kshrinkd(budget_ms);
         if !self.kswapd_on {
             return;
         }
@@ -525,6 +557,7 @@ impl Sim<'_> {
     }
 
     pub(crate) fn kill_app(&mut self, a: usize) {
+        self.ariadne_drop(a);
         let s = &mut self.st[a];
         self.anon_total -= s.anon_res;
         self.zram_stored -= s.anon_zram;

@@ -11,6 +11,7 @@
 
 use crate::catalog::{CHUNKS, LARGE, SMALL};
 use crate::engine::{Holder, Sim};
+use crate::peers::{HOT, WARM};
 use crate::rng;
 use appflow_core::KIB;
 
@@ -40,9 +41,12 @@ enum Phase {
     Alloc {
         pages: u64,
     },
+    /// Swap-in of `zram` + `flash` pages; under Ariadne, `hot` of the
+    /// zram pages are hot-class pages (the rest warm).
     SwapIn {
         zram: u64,
         flash: u64,
+        hot: u64,
     },
 }
 
@@ -86,9 +90,16 @@ impl Sim<'_> {
             }
             LaunchKind::Warm | LaunchKind::Hot => {
                 let f = RELAUNCH_WS_FRACTION;
+                let (zram, hot) = if self.ariadne() {
+                    let (hot, warm) = self.ariadne_relaunch_need(a);
+                    (hot + warm, hot)
+                } else {
+                    ((s.anon_zram as f64 * f) as u64, 0)
+                };
                 v.push(Phase::SwapIn {
-                    zram: (s.anon_zram as f64 * f) as u64,
+                    zram,
                     flash: (s.anon_swap as f64 * f) as u64,
+                    hot,
                 });
                 for k in 0..CHUNKS {
                     v.push(Phase::Read {
@@ -232,6 +243,7 @@ impl Sim<'_> {
                 Phase::Alloc { pages } => {
                     let got = self.alloc(pages, &mut t, true);
                     self.st[a].anon_res += got;
+                    self.st[a].window.demand_anon += got;
                     self.anon_total += got;
                     if got >= pages {
                         l.pos += 1;
@@ -239,8 +251,12 @@ impl Sim<'_> {
                         l.phases[l.pos] = Phase::Alloc { pages: pages - got };
                     }
                 }
-                Phase::SwapIn { zram, flash } => {
+                Phase::SwapIn { zram, flash, hot } => {
                     // zram: decompression on the CPU; flash: 32 KiB swap readahead.
+                    // Pages a switch prepager already brought back are not faulted.
+                    let credit = self.take_prepage_credit(a, zram);
+                    let zram = zram - credit;
+                    let hot = hot.min(zram);
                     let s = &self.st[a];
                     let zram = zram.min(s.anon_zram);
                     let flash = flash.min(s.anon_swap);
@@ -249,16 +265,26 @@ impl Sim<'_> {
                         continue;
                     }
                     let from_zram = zram > 0;
-                    let ms_per_page = if from_zram {
+                    let class = if hot > 0 { HOT } else { WARM };
+                    let ms_per_page = if from_zram && self.ariadne() {
+                        self.ariadne_decomp_ms(class)
+                    } else if from_zram {
                         self.dev.zram_decomp_ms_per_mib / 256.0
                     } else {
                         1.0 / (self.rate_ppm(32 * KIB) * scale)
                     };
-                    let want = if from_zram { zram } else { flash };
+                    let want = match (from_zram, self.ariadne()) {
+                        (true, true) if hot > 0 => hot,
+                        (true, _) => zram,
+                        (false, _) => flash,
+                    };
                     let n = ((t / ms_per_page) as u64).clamp(1, want);
                     let got = self.alloc(n, &mut t, true);
                     if got == 0 {
                         break;
+                    }
+                    if from_zram && self.ariadne() {
+                        self.ariadne_take(a, class, got);
                     }
                     let s = &mut self.st[a];
                     if from_zram {
@@ -270,12 +296,15 @@ impl Sim<'_> {
                         cap_used += got as f64;
                     }
                     s.anon_res += got;
+                    s.window.demand_anon += got;
                     self.anon_total += got;
                     self.counters.refault_anon_pages += got;
                     t -= (got as f64 * ms_per_page).min(t);
+                    let hot_got = if from_zram && class == HOT { got } else { 0 };
                     l.phases[l.pos] = Phase::SwapIn {
                         zram: if from_zram { zram - got } else { zram },
                         flash: if from_zram { flash } else { flash - got },
+                        hot: hot - hot_got,
                     };
                 }
                 Phase::Read { k, frac, left } => {
@@ -311,6 +340,7 @@ impl Sim<'_> {
                             break;
                         }
                         self.add_file(a, Holder::Own, k, b, got);
+                        self.st[a].window.demand_file += got;
                         left[b] -= got;
                         self.counters.app_read_pages += got;
                         t -= (got as f64 / rate).min(t);
@@ -346,6 +376,9 @@ impl Sim<'_> {
         let mut idle_pages = (dt * dev_ppm - cap_used).max(0.0);
         if idle_pages >= 1.0 {
             idle_pages -= self.run_streams(idle_pages as u64, dt) as f64;
+        }
+        if self.prepage_job.is_some() {
+            idle_pages -= self.run_prepager(a, idle_pages, dt) as f64;
         }
         if self.now_us >= self.next_touch_us {
             self.touch_standby(Some(idle_pages / dev_ppm));

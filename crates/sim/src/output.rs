@@ -5,8 +5,9 @@ use appflow_core::report::{PolicyResult, RunReport};
 use serde_json::Value;
 use std::fmt::Write as _;
 
-/// A figure the AppFlow paper reports, as a relative change of
-/// `policy` against `baseline` on `metric`, or an absolute value.
+/// A figure a paper reports (the AppFlow paper, or a peer: PMR,
+/// ASAP, Ariadne, the re-fault study), as a relative change of `policy`
+/// against `baseline` on `metric`, or an absolute value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PaperFigure {
     /// Where: figure and section.
@@ -248,6 +249,9 @@ pub fn paper_figures(device: &str, workload: &str) -> Vec<PaperFigure> {
             v.push(FIG17_SURVIVORS);
         }
     }
+    if workload == "multitask" {
+        v.extend(peer_figures());
+    }
     if workload == "trace" {
         v.push(rel(
             "Fig. 19 §6.6",
@@ -297,10 +301,69 @@ pub fn paper_figures(device: &str, workload: &str) -> Vec<PaperFigure> {
     v
 }
 
+/// The peers' headline figures, each against its own baseline (the stock
+/// kernel, `android`), compared on the multitask rounds (docs/peers.md).
+fn peer_figures() -> Vec<PaperFigure> {
+    vec![
+        rel(
+            "PMR §5.2 Fig. 11",
+            "relaunch_mean",
+            "pmr",
+            "android",
+            -43.6,
+            "PMR: application response time −43.6 % vs the original reclaim",
+        ),
+        rel(
+            "PMR §5.3.2 Fig. 13",
+            "kills_total",
+            "pmr",
+            "android",
+            -82.0,
+            "PMR: LMKD kills −82 % vs the original reclaim",
+        ),
+        rel(
+            "ASAP eval. (Pixel 4)",
+            "switch_mean",
+            "asap",
+            "android",
+            -22.2,
+            "ASAP: switch latency −22.2 % on average (Pixel 4; −28.3 % on Pixel 3a)",
+        ),
+        rel(
+            "Ariadne §6.1 Fig. 10",
+            "switch_mean",
+            "ariadne",
+            "android",
+            -50.0,
+            "Ariadne: relaunch latency −50 % on average vs zram",
+        ),
+        PaperFigure {
+            source: "re-fault Table 2",
+            metric: "refault_ratio",
+            policy: "android",
+            baseline: "",
+            value: 0.2819,
+            relative: false,
+            text: "stock re-fault ratio with kswapd: 28.19 % (up to 37 %, §3.2)",
+        },
+        rel(
+            "re-fault Table 2",
+            "refault_ratio",
+            "refault",
+            "android",
+            (20.06 - 28.19) / 28.19 * 100.0,
+            "smaller reclaim (kswapd off): re-fault ratio 28.19 % → 20.06 %",
+        ),
+    ]
+}
+
 /// Reads a metric of a policy's result. Keys: `cold_mean`, `cold_p90`,
 /// `under_1s_share`, `cold_relaunches`, `survivors`, `kills`,
 /// `direct_reclaims`, `relaunch_mean`, `gb_cold_relaunches`,
-/// `cold_mean:<App>` (one app's mean cold launch).
+/// `cold_mean:<App>` (one app's mean cold launch), `refault_ratio`,
+/// `kills_total` (kills over the whole run), `switch_mean` (mean of the
+/// measured warm and hot relaunches, derived from `relaunch_ms_mean`, the
+/// cold mean and `launch_kinds`).
 pub fn metric(r: &PolicyResult, key: &str) -> Option<f64> {
     let s = &r.summary;
     let ex = |k: &str| r.extra.get(k).and_then(Value::as_f64);
@@ -314,6 +377,22 @@ pub fn metric(r: &PolicyResult, key: &str) -> Option<f64> {
         "direct_reclaims" => s.direct_reclaims as f64,
         "relaunch_mean" => ex("relaunch_ms_mean")?,
         "gb_cold_relaunches" => ex("gb_scale_cold_relaunches")?,
+        "refault_ratio" => s.refault_ratio,
+        "kills_total" => ex("kills_total")?,
+        "switch_mean" => {
+            let kinds = r.extra.get("launch_kinds")?;
+            let n = |k: &str| kinds.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+            let (cold, warm) = (n("cold"), n("warm") + n("hot"));
+            if warm == 0.0 {
+                return None;
+            }
+            let cold_sum = if cold > 0.0 {
+                s.cold_launch_ms.mean * cold
+            } else {
+                0.0
+            };
+            (ex("relaunch_ms_mean")? * (cold + warm) - cold_sum) / warm
+        }
         k if k.starts_with("cold_mean:") => {
             let app = &k["cold_mean:".len()..];
             r.apps.iter().find(|a| a.app == app)?.cold_launch_ms.mean
@@ -441,7 +520,7 @@ pub fn table(report: &RunReport, compare_paper: bool) -> String {
                 let fmt = |x: f64| {
                     if f.relative {
                         pct(x)
-                    } else if f.metric == "under_1s_share" {
+                    } else if f.metric == "under_1s_share" || f.metric == "refault_ratio" {
                         format!("{:.1} %", x * 100.0)
                     } else {
                         format!("{x:.1}")

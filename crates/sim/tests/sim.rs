@@ -40,6 +40,7 @@ fn args(device: &str, workload: &str, policy: &str) -> SimArgs {
         days: 100,
         apps: 60,
         preload_budget_mb: None,
+        kswapd_batch_kib: None,
         list: false,
         threads: 0,
     }
@@ -317,7 +318,17 @@ fn foreground_is_never_killed_and_pages_are_conserved_step_by_step() {
     let Workload::Multitask { apps, .. } = &w else {
         unreachable!()
     };
-    for name in ["android", "appflow", "appflow-cpk", "acclaim+paralfetch"] {
+    for name in [
+        "android",
+        "appflow",
+        "appflow-cpk",
+        "acclaim+paralfetch",
+        "pmr",
+        "asap",
+        "ariadne",
+        "refault",
+        "appflow+asap",
+    ] {
         let pol = Policy::by_name(name).unwrap();
         let mut sim = Sim::new(&dev, pol, &cfg, &models, &w.installed(&models));
         let mut kills_seen = 0;

@@ -11,5 +11,6 @@ pub const POLICY: Policy = Policy {
     preload: PreloadStrategy::WholeProfile,
     reclaim: ReclaimStrategy::Kernel,
     killer: KillerStrategy::Kernel,
+    switch: SwitchStrategy::Demand,
     kernel: KernelVariant::Acclaim,
 };

@@ -10,5 +10,6 @@ pub const POLICY: Policy = Policy {
     preload: PreloadStrategy::Selective,
     reclaim: ReclaimStrategy::Adaptive,
     killer: KillerStrategy::NetFreed,
+    switch: SwitchStrategy::Demand,
     kernel: KernelVariant::Stock,
 };

@@ -10,5 +10,6 @@ pub const POLICY: Policy = Policy {
     preload: PreloadStrategy::None,
     reclaim: ReclaimStrategy::Adaptive,
     killer: KillerStrategy::Kernel,
+    switch: SwitchStrategy::Demand,
     kernel: KernelVariant::Stock,
 };

@@ -10,5 +10,6 @@ pub const POLICY: Policy = Policy {
     preload: PreloadStrategy::None,
     reclaim: ReclaimStrategy::Kernel,
     killer: KillerStrategy::NetFreed,
+    switch: SwitchStrategy::Demand,
     kernel: KernelVariant::Stock,
 };

@@ -10,5 +10,6 @@ pub const POLICY: Policy = Policy {
     preload: PreloadStrategy::Selective,
     reclaim: ReclaimStrategy::Kernel,
     killer: KillerStrategy::Kernel,
+    switch: SwitchStrategy::Demand,
     kernel: KernelVariant::Stock,
 };

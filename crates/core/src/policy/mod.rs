@@ -40,6 +40,22 @@ pub enum ReclaimStrategy {
     Kernel,
     /// AppFlow's Adaptive Memory Reclaimer (the AppFlow paper §4.2, Algorithm 1).
     Adaptive,
+    /// PMR's user-space half (the PMR paper §4.2-§4.3): keep δ of memory ready
+    /// ahead of bursts by paging out background apps' anonymous memory in
+    /// per-app batches (`crate::proactive`).
+    Proactive,
+}
+
+/// What happens when a running app is switched back to the foreground.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SwitchStrategy {
+    /// Demand paging: the app faults its pages back itself.
+    Demand,
+    /// ASAP (the ASAP paper): prepage the app's estimated switch footprint at
+    /// switch start, at idle priority; the estimate is a candidate table
+    /// updated with precision/recall feedback (`crate::prepage`).
+    Prepage,
 }
 
 /// Who chooses the victim when memory runs out.
@@ -66,6 +82,32 @@ pub enum KernelVariant {
     /// Acclaim (the AppFlow paper §6.1 baseline): foreground-aware eviction and
     /// larger kswapd batches, a kernel patch.
     Acclaim,
+    /// PMR (the PMR paper §4.2-§4.3): a `kshrinkd` thread keeps a victim list of
+    /// δ = 462 MB shrunk ahead of time, and writeback unmaps per application
+    /// and writes in device-sized batches.
+    Pmr,
+    /// Ariadne (the Ariadne paper §4.2-§4.4): anonymous data split hot/warm/cold by
+    /// the last relaunch, evicted cold first, compressed in chunks sized by
+    /// hotness (1K/2K/16K), the next page pre-decompressed on a swap-in.
+    Ariadne,
+    /// Re-fault-aware reclaim (the re-fault study §5): kswapd reclaims in small
+    /// batches above the low watermark instead of up to the high one.
+    Refault,
+}
+
+impl KernelVariant {
+    /// What a real kernel would need to be changed for this variant, if anything.
+    pub fn kernel_change(self) -> Option<&'static str> {
+        match self {
+            KernelVariant::Stock => None,
+            KernelVariant::Acclaim => Some("Acclaim's foreground-aware eviction and kswapd sizing"),
+            KernelVariant::Pmr => Some("PMR's kshrinkd victim list and batched writeback"),
+            KernelVariant::Ariadne => {
+                Some("Ariadne's hotness-aware zram with size-adaptive chunks")
+            }
+            KernelVariant::Refault => Some("a smaller kswapd reclaim batch"),
+        }
+    }
 }
 
 /// A registered policy.
@@ -83,11 +125,28 @@ pub struct Policy {
     pub reclaim: ReclaimStrategy,
     /// Killer.
     pub killer: KillerStrategy,
+    /// App switches (warm relaunches).
+    pub switch: SwitchStrategy,
     /// Kernel reclaim variant.
     pub kernel: KernelVariant,
 }
 
 impl Policy {
+    /// The kernel variant's part the daemon cannot run. A policy whose
+    /// user-space half is everything the daemon needs still runs there (see
+    /// [`Policy::needs_kernel_change`]); this names what it runs without.
+    pub fn kernel_part(&self) -> Option<&'static str> {
+        self.kernel.kernel_change()
+    }
+
+    /// Whether the scheduler has anything to do for this policy.
+    pub fn has_user_space(&self) -> bool {
+        self.preload != PreloadStrategy::None
+            || self.reclaim != ReclaimStrategy::Kernel
+            || self.killer != KillerStrategy::Kernel
+            || self.switch != SwitchStrategy::Demand
+    }
+
     /// The AppFlow modules this policy has.
     pub fn modules(&self) -> crate::Modules {
         crate::Modules {
@@ -99,21 +158,30 @@ impl Policy {
 
     /// True when the scheduler has nothing to do (the stock system).
     pub fn is_stock(&self) -> bool {
-        self.preload == PreloadStrategy::None
-            && self.reclaim == ReclaimStrategy::Kernel
-            && self.killer == KillerStrategy::Kernel
-            && self.kernel == KernelVariant::Stock
+        !self.has_user_space() && self.kernel == KernelVariant::Stock
     }
 
-    /// Why this policy cannot run on an unmodified kernel, if it cannot.
+    /// Why this policy cannot run on a real, unmodified kernel (the daemon
+    /// and the testbed), if it cannot. A policy with a kernel variant but
+    /// also a user-space half (PMR's batched page-out) runs its user-space
+    /// half there; one that is only a kernel change (Acclaim, Ariadne, the
+    /// re-fault kernel) cannot. Switch prepaging (ASAP) has no live
+    /// mechanism yet (docs/peers.md).
     pub fn needs_kernel_change(&self) -> Option<String> {
-        match self.kernel {
-            KernelVariant::Stock => None,
-            KernelVariant::Acclaim => Some(format!(
-                "policy {:?} changes the kernel's own reclaim (a kernel patch); it runs in the simulator only",
+        if self.switch == SwitchStrategy::Prepage {
+            return Some(format!(
+                "policy {:?} prepages app switches (ASAP), which the daemon has no live mechanism for yet (docs/peers.md); it runs in the simulator only",
                 self.name
-            )),
+            ));
         }
+        let what = self.kernel.kernel_change()?;
+        if self.has_user_space() {
+            return None;
+        }
+        Some(format!(
+            "policy {:?} changes the kernel's own reclaim ({what}, a kernel patch); it runs in the simulator only",
+            self.name
+        ))
     }
 }
 
@@ -137,6 +205,11 @@ registry!(
     appflow_cpk,
     preload_all,
     lru_killer,
+    pmr,
+    asap,
+    ariadne,
+    refault,
+    appflow_asap,
 );
 
 /// Canonical names, in listing order.
@@ -233,5 +306,31 @@ mod tests {
         assert_eq!(lookup("stock").unwrap().modules(), crate::Modules::NONE);
         assert!(lookup("acclaim").unwrap().needs_kernel_change().is_some());
         assert!(lookup("appflow").unwrap().needs_kernel_change().is_none());
+    }
+
+    #[test]
+    fn peers_run_where_their_halves_can() {
+        // Kernel-only peers: simulator only.
+        for n in ["ariadne", "refault"] {
+            let p = lookup(n).unwrap();
+            assert!(p.needs_kernel_change().is_some(), "{n}");
+            assert!(!p.has_user_space(), "{n}");
+        }
+        // PMR's user-space half runs on a real kernel.
+        let pmr = lookup("pmr").unwrap();
+        assert!(pmr.needs_kernel_change().is_none() && pmr.kernel_part().is_some());
+        assert_eq!(pmr.reclaim, ReclaimStrategy::Proactive);
+        for n in ["asap", "appflow+asap"] {
+            let p = lookup(n).unwrap();
+            assert_eq!(p.switch, SwitchStrategy::Prepage, "{n}");
+            assert!(p.kernel_part().is_none(), "{n}");
+            // No live prepaging mechanism yet: simulator only, and it says why.
+            assert!(p.needs_kernel_change().unwrap().contains("prepages"), "{n}");
+        }
+        assert_eq!(
+            lookup("appflow+asap").unwrap().modules(),
+            crate::Modules::ALL
+        );
+        assert!(!pmr.is_stock() && !lookup("refault").unwrap().is_stock());
     }
 }

@@ -12,5 +12,6 @@ pub const POLICY: Policy = Policy {
     preload: PreloadStrategy::None,
     reclaim: ReclaimStrategy::Kernel,
     killer: KillerStrategy::Kernel,
+    switch: SwitchStrategy::Demand,
     kernel: KernelVariant::Stock,
 };

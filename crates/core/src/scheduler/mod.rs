@@ -23,9 +23,11 @@ mod killing;
 mod preloading;
 mod reclaiming;
 pub mod stats;
+mod switching;
 
 use crate::mechanism::{KillMechanism, PreloadMechanism, ReclaimMechanism};
 use crate::preload::{CutoffPlan, FileSpan};
+use crate::prepage::FootprintTable;
 use crate::profile::LaunchProfile;
 use crate::reason::Reason;
 use crate::reclaim::{ReclaimController, ReclaimMode};
@@ -302,6 +304,9 @@ pub struct Scheduler {
     ef_reapply_at_ms: u64,
     dropped_cold: bool,
     page_out_unsupported: bool,
+    prepage_unsupported: bool,
+    /// ASAP's per-app switch footprints (policies that prepage switches).
+    footprints: FootprintTable,
     self_pids: BTreeSet<u32>,
     pending: Vec<Decision>,
     recent: VecDeque<Decision>,
@@ -349,6 +354,8 @@ impl Scheduler {
             ef_reapply_at_ms: 0,
             dropped_cold: false,
             page_out_unsupported: false,
+            prepage_unsupported: false,
+            footprints: FootprintTable::new(),
             self_pids: self_pids.iter().copied().collect(),
             pending: Vec::new(),
             recent: VecDeque::new(),
@@ -552,6 +559,7 @@ impl Scheduler {
         self.prune_announced(procs);
         self.preload_step(s.now_ms, now_unix_ms, m.preload());
         self.reclaim_step(s, procs, m.reclaim());
+        self.proactive_step(s, procs, m.reclaim());
         if self.kill_wanted(s).is_ok() {
             self.kill_step(s, procs, m.kill());
         }
@@ -576,6 +584,7 @@ impl Scheduler {
         self.last_kill_reason = None;
         self.ef_reapply_at_ms = 0;
         self.dropped_cold = false;
+        self.footprints = FootprintTable::new();
         self.last_sample = None;
         self.last_alloc_pages = 0;
     }
@@ -614,6 +623,7 @@ impl Scheduler {
             EventKind::Launch => {
                 st.launching_since = Some(now_ms);
                 st.last_used_ms = Some(now_ms);
+                self.end_window(app, true, now_ms, preload);
                 self.foreground = Some(app.to_string());
                 self.fg_notified = true;
                 self.standby_dirty = true;
@@ -629,6 +639,7 @@ impl Scheduler {
                 self.foreground = Some(app.to_string());
                 self.fg_notified = true;
                 self.standby_dirty = true;
+                self.start_switch(app, now_ms, preload);
                 reply = format!("{app} is foreground");
             }
             EventKind::Background => {
@@ -637,6 +648,7 @@ impl Scheduler {
                     self.foreground = None;
                 }
                 self.standby_dirty = true;
+                self.end_window(app, false, now_ms, preload);
                 reply = format!("{app} is background");
             }
             EventKind::Exit => {
@@ -654,6 +666,7 @@ impl Scheduler {
                     self.abandon_launch(app, now_ms, preload);
                 }
                 self.standby_dirty = true;
+                self.end_window(app, true, now_ms, preload);
                 reply = format!("{app} exited");
             }
         }

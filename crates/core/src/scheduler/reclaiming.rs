@@ -128,7 +128,7 @@ impl Scheduler {
         }
     }
 
-    fn page_out(
+    pub(super) fn page_out(
         &mut self,
         budget: u64,
         now_ms: u64,

@@ -33,6 +33,12 @@ pub struct Stats {
     pub plan_bytes: u64,
     /// Plans solved.
     pub plans_solved: u64,
+    /// Switches prepaged (ASAP).
+    pub prepage_calls: u64,
+    /// Bytes asked to be prepaged.
+    pub prepage_requested_bytes: u64,
+    /// Anonymous bytes paged out ahead of bursts (PMR's user-space half).
+    pub proactive_bytes: u64,
 }
 
 impl Stats {

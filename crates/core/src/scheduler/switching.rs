@@ -1,0 +1,305 @@
+//! ASAP's part of the scheduler (the ASAP paper): prepage an app's switch
+//! footprint when it is switched back to the foreground, and learn the
+//! footprint from what each foreground window brought back
+//! ([`crate::prepage`]). PMR's user-space part (the PMR paper): page out
+//! background apps' anonymous memory in per-app batches ahead of bursts
+//! ([`crate::proactive`]).
+
+use super::{DomainSample, ProcInfo, Scheduler};
+use crate::mechanism::{MechError, PreloadMechanism, ReclaimMechanism};
+use crate::policy::{ReclaimStrategy, SwitchStrategy};
+use crate::prepage::Feedback;
+use crate::proactive;
+
+impl Scheduler {
+    fn prepaging(&self) -> bool {
+        self.cfg.preload_enabled && self.cfg.policy.switch == SwitchStrategy::Prepage
+    }
+
+    pub(super) fn proactive_active(&self) -> bool {
+        self.cfg.reclaim_enabled && self.cfg.policy.reclaim == ReclaimStrategy::Proactive
+    }
+
+    /// Precision and recall of the switch prepaging so far.
+    pub fn switch_feedback(&self) -> Feedback {
+        self.footprints.feedback
+    }
+
+    /// A running app came back to the foreground: prepage its footprint.
+    pub(super) fn start_switch(
+        &mut self,
+        app: &str,
+        now_ms: u64,
+        preload: &mut dyn PreloadMechanism,
+    ) {
+        if !self.prepaging() || self.prepage_unsupported {
+            return;
+        }
+        let plan = self.footprints.plan(app);
+        if plan.is_empty() {
+            return;
+        }
+        match preload.prepage(app, &plan) {
+            Ok(n) => {
+                self.stats.prepage_calls += 1;
+                self.stats.prepage_requested_bytes += n;
+                self.log(
+                    now_ms,
+                    "prepage",
+                    None,
+                    format!(
+                        "{app}: prepaging {} anonymous + {} file bytes of its switch footprint",
+                        plan.anon_bytes, plan.file_bytes
+                    ),
+                );
+            }
+            Err(MechError::Unsupported(f)) => {
+                self.prepage_unsupported = true;
+                self.log(
+                    now_ms,
+                    "error",
+                    None,
+                    format!("switch prepaging unavailable ({f}); switches page on demand"),
+                );
+            }
+            Err(e) => self.mech_error(now_ms, &format!("prepaging {app}"), &e),
+        }
+    }
+
+    /// An app left the foreground (or exited): record what its window brought back.
+    pub(super) fn end_window(
+        &mut self,
+        app: &str,
+        exited: bool,
+        now_ms: u64,
+        preload: &mut dyn PreloadMechanism,
+    ) {
+        if !self.prepaging() {
+            return;
+        }
+        match preload.switch_observation(app) {
+            Ok(Some(o)) if !exited => self.footprints.observe(app, &o),
+            Ok(_) => {}
+            Err(e) => self.mech_error(now_ms, &format!("switch footprint of {app}"), &e),
+        }
+        if exited {
+            self.footprints.forget(app);
+        }
+    }
+
+    /// Whether the proactive reclaimer wants the processes this tick.
+    pub(super) fn proactive_wants_procs(&self, s: &DomainSample) -> bool {
+        self.proactive_active()
+            && !self.page_out_unsupported
+            && proactive::page_out_budget(s.avail_bytes) > 0
+    }
+
+    /// PMR's tick: while less than δ is available, page out background
+    /// apps (least recently used first) one unmap unit per call.
+    pub(super) fn proactive_step(
+        &mut self,
+        s: &DomainSample,
+        procs: &[ProcInfo],
+        reclaim: &mut dyn ReclaimMechanism,
+    ) {
+        if !self.proactive_wants_procs(s) {
+            return;
+        }
+        let mut left = proactive::page_out_budget(s.avail_bytes);
+        for _ in 0..proactive::units(left) {
+            let before = self.stats.reclaimed_anon_bytes;
+            self.page_out(
+                left.min(proactive::UNMAP_UNIT_BYTES),
+                s.now_ms,
+                procs,
+                reclaim,
+            );
+            let got = self.stats.reclaimed_anon_bytes - before;
+            if got == 0 || self.page_out_unsupported {
+                break;
+            }
+            self.stats.proactive_bytes += got;
+            left = left.saturating_sub(got);
+        }
+    }
+}
+
+impl Scheduler {
+    /// Whether the next tick will look at the processes (rebalancing, a
+    /// kill considered, or a proactive page-out due): drivers read the
+    /// process list, and footprints, only then.
+    pub fn wants_procs(&self, s: &DomainSample) -> bool {
+        self.mode() != crate::reclaim::ReclaimMode::Normal
+            || self.kill_wanted(s).is_ok()
+            || self.proactive_wants_procs(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::mechanism::{Call, Recorder};
+    use crate::policy;
+    use crate::prepage::{PrepagePlan, SwitchObservation};
+    use crate::scheduler::{DomainSample, EventKind, ProcInfo, Scheduler, SchedulerConfig};
+    use crate::storage::ThroughputCurve;
+    use crate::MIB;
+
+    fn sched(name: &str) -> Scheduler {
+        Scheduler::new(
+            SchedulerConfig::for_policy(policy::lookup(name).unwrap()),
+            ThroughputCurve::phone_default(),
+            &["a".to_string(), "b".to_string()],
+            &[],
+        )
+    }
+
+    fn ev(s: &mut Scheduler, r: &mut Recorder, e: EventKind, app: &str, now: u64) {
+        s.notify(e, app, None, now, r).unwrap();
+    }
+
+    #[test]
+    fn asap_prepages_the_last_footprint_at_the_next_switch() {
+        let mut s = sched("asap");
+        let mut r = Recorder::default();
+        ev(&mut s, &mut r, EventKind::Launch, "a", 0);
+        ev(&mut s, &mut r, EventKind::Launched, "a", 500);
+        // The first window (the launch) faulted 80 MiB anon + 20 MiB file.
+        r.observations.insert(
+            "a".into(),
+            SwitchObservation {
+                demand_anon: 80 * MIB,
+                demand_file: 20 * MIB,
+                ..Default::default()
+            },
+        );
+        ev(&mut s, &mut r, EventKind::Background, "a", 1000);
+        assert!(!r.calls.iter().any(|c| matches!(c, Call::Prepage { .. })));
+        ev(&mut s, &mut r, EventKind::Foreground, "a", 2000);
+        let plan = PrepagePlan {
+            anon_bytes: 80 * MIB,
+            file_bytes: 20 * MIB,
+        };
+        assert_eq!(
+            r.calls.last(),
+            Some(&Call::Prepage {
+                app: "a".into(),
+                plan
+            })
+        );
+        // Feedback: half of it used, 10 MiB more faulted: the next plan shrinks.
+        r.observations.insert(
+            "a".into(),
+            SwitchObservation {
+                prepaged_anon: 80 * MIB,
+                prepaged_file: 20 * MIB,
+                used_anon: 40 * MIB,
+                used_file: 10 * MIB,
+                demand_anon: 10 * MIB,
+                demand_file: 0,
+            },
+        );
+        ev(&mut s, &mut r, EventKind::Background, "a", 3000);
+        assert_eq!(s.switch_feedback().precision(), Some(0.5));
+        ev(&mut s, &mut r, EventKind::Foreground, "a", 4000);
+        assert_eq!(
+            r.calls.last(),
+            Some(&Call::Prepage {
+                app: "a".into(),
+                plan: PrepagePlan {
+                    anon_bytes: 50 * MIB,
+                    file_bytes: 10 * MIB
+                }
+            })
+        );
+        assert_eq!(s.stats.prepage_calls, 2);
+        // An exit forgets the app: a relaunch is cold, nothing to prepage.
+        ev(&mut s, &mut r, EventKind::Exit, "a", 5000);
+        let n = r.calls.len();
+        ev(&mut s, &mut r, EventKind::Foreground, "a", 6000);
+        assert_eq!(r.calls.len(), n);
+    }
+
+    #[test]
+    fn policies_without_prepaging_never_prepage() {
+        for name in ["stock", "appflow", "pmr"] {
+            let mut s = sched(name);
+            let mut r = Recorder::default();
+            r.observations.insert(
+                "a".into(),
+                SwitchObservation {
+                    demand_anon: MIB,
+                    ..Default::default()
+                },
+            );
+            ev(&mut s, &mut r, EventKind::Background, "a", 0);
+            ev(&mut s, &mut r, EventKind::Foreground, "a", 10);
+            assert!(
+                !r.calls.iter().any(|c| matches!(c, Call::Prepage { .. })),
+                "{name}"
+            );
+        }
+    }
+
+    fn sample(avail_mib: u64) -> DomainSample {
+        DomainSample {
+            now_ms: 100,
+            total_bytes: 6144 * MIB,
+            avail_bytes: avail_mib * MIB,
+            anon_bytes: 3000 * MIB,
+            file_bytes: 1000 * MIB,
+            ..Default::default()
+        }
+    }
+
+    fn procs() -> Vec<ProcInfo> {
+        ["a", "b"]
+            .iter()
+            .enumerate()
+            .map(|(i, app)| ProcInfo {
+                pid: 100 + i as u32,
+                start_time: 1,
+                comm: app.to_string(),
+                app: Some(app.to_string()),
+                oom_score_adj: 900,
+                footprint_bytes: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pmr_pages_out_background_apps_in_unit_batches_below_delta() {
+        let mut s = sched("pmr");
+        let mut r = Recorder::default();
+        // Plenty available: nothing to do, the processes are not wanted.
+        assert!(!s.wants_procs(&sample(2000)));
+        s.tick(&sample(2000), 0, &procs(), &mut r);
+        assert!(r.calls.is_empty());
+        // 40 MiB short of δ: four 10 MiB batches, oldest app first.
+        let short = crate::proactive::READY_BYTES / MIB - 40;
+        assert!(s.wants_procs(&sample(short)));
+        s.tick(&sample(short), 0, &procs(), &mut r);
+        let outs: Vec<(u32, u64)> = r
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::PageOut { pid, bytes } => Some((*pid, *bytes)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(outs, vec![(100, 10 * MIB); 4]);
+        assert_eq!(s.stats.proactive_bytes, 40 * MIB);
+        // The foreground app is never paged out.
+        let mut r = Recorder::default();
+        ev(&mut s, &mut r, EventKind::Foreground, "a", 150);
+        s.tick(&sample(short), 0, &procs(), &mut r);
+        assert!(r
+            .calls
+            .iter()
+            .all(|c| !matches!(c, Call::PageOut { pid: 100, .. })));
+        // Other policies never page out proactively.
+        let mut s = sched("stock");
+        let mut r = Recorder::default();
+        s.tick(&sample(0), 0, &procs(), &mut r);
+        assert!(r.calls.is_empty());
+    }
+}
