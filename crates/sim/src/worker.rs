@@ -242,7 +242,11 @@ impl Sim<'_> {
                     s.held[k][b] += m;
                     let missing = want - s.held[k][b];
                     let room = self.models[a].chunk_pages[k][b] - s.cached(k, b);
-                    let mut n = missing.min(room);
+                    // Bounded by the free pages above the low watermark
+                    // first: the throughput lookup below is the costly part.
+                    let mut n = missing
+                        .min(room)
+                        .min(self.free_pages().saturating_sub(self.low_pages()));
                     if n == 0 {
                         continue;
                     }
@@ -259,7 +263,6 @@ impl Sim<'_> {
                         }
                         n = n.min((left * rate) as u64);
                     }
-                    n = n.min(self.free_pages().saturating_sub(self.low_pages()));
                     if n == 0 {
                         continue;
                     }
