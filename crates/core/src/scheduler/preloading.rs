@@ -8,7 +8,13 @@
 //!   them; while an app launches the worker's touching is paused, so it
 //!   reads nothing but the launching app's stream (the launch owns the
 //!   device's I/O and memory).
-//! * A launch stream is bounded by the room at that moment.
+//! * A launch stream is bounded by the room at that moment, less the
+//!   anonymous memory the app itself allocates while launching (from its
+//!   profile): locked pages cannot be reclaimed, so what the app needs must
+//!   still fit beside them.
+//! * While it is held, a launch's protection yields to pressure: once the
+//!   memory available falls below the floor, the locks are released (the
+//!   pages stay cached, reclaimable) and the rest of the stream is dropped.
 //!
 //! *Room* is the memory available (free plus reclaimable page cache) above
 //! the killer's trigger level (`killer.trigger_avail_fraction` of the
@@ -129,12 +135,44 @@ impl Scheduler {
     /// Room for preloading now (unbounded before the first sample).
     fn room(&self) -> u64 {
         match &self.last_sample {
-            Some(s) => {
-                let floor = self.cfg.killer.trigger_avail_fraction * s.total_bytes as f64;
-                s.avail_bytes.saturating_sub(floor as u64)
-            }
+            Some(s) => s
+                .avail_bytes
+                .saturating_sub(self.floor_bytes(s.total_bytes)),
             None => u64::MAX,
         }
+    }
+
+    /// Releases the protection of launching apps when the memory available
+    /// is below the floor; returns whether any was released. Their pages stay
+    /// cached but become reclaimable, and the rest of their streams is not
+    /// read (the worker stops a load that is released).
+    pub(super) fn yield_launch_protection(
+        &mut self,
+        s: &super::DomainSample,
+        preload: &mut dyn PreloadMechanism,
+    ) -> bool {
+        if self.protecting.is_empty() || s.avail_bytes >= self.floor_bytes(s.total_bytes) {
+            return false;
+        }
+        let apps: Vec<String> = std::mem::take(&mut self.protecting).into_iter().collect();
+        for app in apps {
+            if let Err(e) = preload.release_hold(&app, Hold::Protect) {
+                self.mech_error(s.now_ms, &format!("early release of {app}"), &e);
+            }
+            self.stats.launch_protect_yields += 1;
+            let detail = format!(
+                "{app}: launch protection released early: M_aval {} below the floor {}",
+                s.avail_bytes,
+                self.floor_bytes(s.total_bytes)
+            );
+            self.log(
+                s.now_ms,
+                "preload",
+                Some(Reason::PreloadYieldPressure),
+                detail,
+            );
+        }
+        true
     }
 
     /// Stops holding `app`'s standby set (its pages stay cached, untouched).
@@ -249,7 +287,7 @@ impl Scheduler {
             PreloadStrategy::KeepAll | PreloadStrategy::None => Vec::new(),
         };
         let wanted: u64 = spans.iter().map(|s| s.len).sum();
-        let cap = self.room();
+        let cap = self.room().saturating_sub(profile.anon_launch_bytes);
         if wanted > cap {
             let mut kept = 0;
             spans.retain(|s| {
@@ -270,6 +308,7 @@ impl Scheduler {
         match preload.load(app, &spans, Hold::Protect) {
             Ok(bytes) => {
                 self.stats.preload_queued_bytes_protect += bytes;
+                self.protecting.insert(app.to_string());
                 let detail = format!(
                     "{app} launching: streaming {} reads, {bytes} of {wanted} bytes (room {cap}), cutoff {cutoff} bytes, protected until launched ({})",
                     spans.len(),
@@ -338,6 +377,7 @@ impl Scheduler {
     }
 
     fn release_launch(&mut self, app: &str, now_ms: u64, preload: &mut dyn PreloadMechanism) {
+        self.protecting.remove(app);
         if self.cfg.preload_strategy() != PreloadStrategy::None {
             if let Err(e) = preload.release(app) {
                 self.mech_error(now_ms, &format!("release of {app}"), &e);

@@ -33,6 +33,10 @@ pub struct Stats {
     pub plan_bytes: u64,
     /// Plans solved.
     pub plans_solved: u64,
+    /// Launch protections released early under memory pressure.
+    pub launch_protect_yields: u64,
+    /// Times efficiency-first yielded to the kernel's balance (file reclaim exhausted).
+    pub efficiency_first_yields: u64,
 }
 
 impl Stats {
