@@ -59,6 +59,8 @@ pub struct TestbedInfo {
     pub calibration_bytes_per_sec: Vec<CurvePoint>,
     /// Two readers in different leaves at once.
     pub concurrent_read_bytes_per_sec: Option<crate::prepare::ConcurrentRead>,
+    /// Anonymous reclaim measured in the domain, and the N_alloc derived from it.
+    pub reclaim_calibration: Option<crate::prepare::ReclaimCalibration>,
     /// The domain's CPU budget.
     pub cpu_budget: CpuBudget,
     /// How the profiles were made (`recorded` or `from-spec`).

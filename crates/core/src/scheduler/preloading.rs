@@ -8,13 +8,15 @@
 //!   them; while an app launches the worker's touching is paused, so it
 //!   reads nothing but the launching app's stream (the launch owns the
 //!   device's I/O and memory).
-//! * A launch stream is bounded by the room at that moment, less the
-//!   anonymous memory the app itself allocates while launching (from its
-//!   profile): locked pages cannot be reclaimed, so what the app needs must
-//!   still fit beside them.
+//! * A launch stream is bounded by the room at that moment.
 //! * While it is held, a launch's protection yields to pressure: once the
-//!   memory available falls below the floor, the locks are released (the
-//!   pages stay cached, reclaimable) and the rest of the stream is dropped.
+//!   memory available falls below the floor (the app's own allocations
+//!   compete with the locked pages), the locks are released (the pages stay
+//!   cached, reclaimable) and the rest of the stream is dropped. Leaving the
+//!   app's recorded anonymous launch memory out of the room up front was
+//!   tried: it made no difference to safety beside this release, and in the
+//!   simulator it cut the stream of GB-scale apps enough to slow AppFlow's
+//!   launches (docs/sim.md).
 //!
 //! *Room* is the memory available (free plus reclaimable page cache) above
 //! the killer's trigger level (`killer.trigger_avail_fraction` of the
@@ -287,7 +289,7 @@ impl Scheduler {
             PreloadStrategy::KeepAll | PreloadStrategy::None => Vec::new(),
         };
         let wanted: u64 = spans.iter().map(|s| s.len).sum();
-        let cap = self.room().saturating_sub(profile.anon_launch_bytes);
+        let cap = self.room();
         if wanted > cap {
             let mut kept = 0;
             spans.retain(|s| {

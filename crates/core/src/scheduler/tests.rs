@@ -509,34 +509,6 @@ fn launch_protection_yields_when_memory_falls_below_the_floor() {
 }
 
 #[test]
-fn launch_stream_leaves_room_for_the_apps_own_anonymous_memory() {
-    let mut s = Scheduler::new(cfg("appflow"), curve(), &[], &[7]);
-    let mut p = profile("a", 100, 2, 100);
-    p.anon_launch_bytes = 500 * MIB;
-    s.set_profiles(vec![p]);
-    let mut r = Recorder::default();
-    // 560 MiB available, floor 51 MiB: 509 MiB of room, 9 MiB after the
-    // app's 500 MiB of anonymous memory.
-    s.tick(&sample(0, 0, 560), 0, &[], &mut r);
-    r.calls.clear();
-    s.notify(EventKind::Launch, "a", None, 100, &mut r).unwrap();
-    let streamed: u64 = r
-        .calls
-        .iter()
-        .filter_map(|c| match c {
-            Call::Load {
-                hold: Hold::Protect,
-                bytes,
-                ..
-            } => Some(*bytes),
-            _ => None,
-        })
-        .sum();
-    let room = 560 * MIB - (1024.0 * MIB as f64 * 0.05) as u64 - 500 * MIB;
-    assert!(streamed <= room, "{streamed} > {room}");
-}
-
-#[test]
 fn efficiency_first_yields_to_the_kernel_when_file_reclaim_runs_out() {
     let mut s = sched(cfg("appflow-amr"));
     let mut r = Recorder::default();
