@@ -197,6 +197,16 @@ pub fn build(
             "foreground_killed".into(),
             json!(ok.iter().filter(|m| m.foreground_killed).count()),
         );
+        // Totals over the repetitions (the per-session means below round
+        // a rare kill down to 0).
+        extra.insert(
+            "oom_kills_total".into(),
+            json!(ok.iter().map(|m| m.delta.oom_kills).sum::<u64>()),
+        );
+        extra.insert(
+            "killed_per_rep".into(),
+            json!(ok.iter().map(|m| m.killed.clone()).collect::<Vec<_>>()),
+        );
         extra.insert(
             "kernel_counters_per_session".into(),
             json!({

@@ -21,18 +21,8 @@
 use appflow_bench::cli::{options, run_bench, BenchArgs};
 use appflow_bench::live;
 use appflow_bench::run::Measurement;
-use std::path::PathBuf;
-
-fn appflow_binary() -> Option<PathBuf> {
-    let ws = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| ws.join("target"));
-    ["release", "debug"]
-        .iter()
-        .map(|p| target.join(p).join("appflow"))
-        .find(|p| p.is_file())
-}
+mod common;
+use common::appflow_binary;
 
 fn background_kills(m: &Measurement, target: &str) -> usize {
     m.killed.iter().filter(|a| a.as_str() != target).count()
