@@ -232,6 +232,7 @@ fn testbed_info(o: &BenchOptions, image_bytes: u64, p: &Prepared) -> TestbedInfo
             host_turnaround: crate::fusefs::HOST_FUSE_TURNAROUND,
         },
         concurrent_read_bytes_per_sec: p.concurrent.clone(),
+        reclaim_calibration: p.reclaim,
         cpu_budget: report::CpuBudget {
             cores: o.device.preset.cpu_cores,
             quota_us: live::cpu_quota_us(o.device.preset.cpu_cores),
@@ -389,6 +390,12 @@ fn calibration_of(reports: &[RunReport]) -> Vec<CurvePoint> {
 pub fn run_app(a: AppArgs) -> Result<()> {
     if let Some(f) = &a.io_test {
         let bps = synth::io_test(f, a.block_bytes, a.total_bytes)?;
+        eprintln!("bytes_per_sec {bps:.0}");
+        writeln!(std::io::stdout().lock(), "bytes_per_sec {bps:.0}")?;
+        return Ok(());
+    }
+    if let Some(bytes) = a.alloc_test {
+        let bps = synth::alloc_test(bytes);
         eprintln!("bytes_per_sec {bps:.0}");
         writeln!(std::io::stdout().lock(), "bytes_per_sec {bps:.0}")?;
         return Ok(());

@@ -312,10 +312,10 @@ pub fn options(a: &BenchArgs) -> Result<BenchOptions> {
 #[derive(clap::Args, Debug)]
 pub struct AppArgs {
     /// The app's spec file.
-    #[arg(long, required_unless_present = "io_test")]
+    #[arg(long, required_unless_present_any = ["io_test", "alloc_test"])]
     pub spec: Option<PathBuf>,
     /// The mounted app file system (the app's files are under ROOT/apps/NAME).
-    #[arg(long, required_unless_present = "io_test")]
+    #[arg(long, required_unless_present_any = ["io_test", "alloc_test"])]
     pub root: Option<PathBuf>,
     /// The scale of sizes.
     #[arg(long, default_value_t = 1.0)]
@@ -329,6 +329,10 @@ pub struct AppArgs {
     /// Bytes the I/O test reads.
     #[arg(long, default_value_t = 8 << 20)]
     pub total_bytes: u64,
+    /// Instead of an app: write this many bytes of app-like anonymous
+    /// memory as fast as possible and print `bytes_per_sec N`.
+    #[arg(long)]
+    pub alloc_test: Option<u64>,
 }
 
 #[cfg(test)]

@@ -94,6 +94,10 @@ pub struct DaemonSetup {
     pub budget_bytes: u64,
     /// Apps: (name, memory cgroup of its processes).
     pub apps: Vec<(String, PathBuf)>,
+    /// N_alloc for the reclaimer, pages per 100 ms, derived from the
+    /// domain's measured anonymous reclaim throughput (None: the daemon's
+    /// default).
+    pub alloc_threshold_pages: Option<u64>,
 }
 
 impl DaemonSetup {
@@ -127,6 +131,9 @@ impl DaemonSetup {
             blk = q(&self.blkio_cgroup),
             budget = self.budget_bytes,
         );
+        if let Some(n) = self.alloc_threshold_pages {
+            s.push_str(&format!("\n[reclaim]\nalloc_threshold_pages = {n}\n"));
+        }
         for (name, cg) in &self.apps {
             s.push_str(&format!(
                 "\n[[app]]\nname = {}\ncgroup = {}\n",
@@ -350,6 +357,7 @@ mod tests {
             memory_cgroup: "/sys/fs/cgroup/memory/appflow-bench".into(),
             blkio_cgroup: "/sys/fs/cgroup/blkio/appflow-bench/worker".into(),
             budget_bytes: 1000,
+            alloc_threshold_pages: Some(2000),
             apps: vec![(
                 "llm".into(),
                 "/sys/fs/cgroup/memory/appflow-bench/app-llm".into(),
@@ -362,6 +370,10 @@ mod tests {
         assert_eq!(t["daemon"]["policy"].as_str(), Some("appflow-amr"));
         assert_eq!(t["domain"]["kind"].as_str(), Some("cgroup"));
         assert_eq!(t["preload"]["budget_bytes"].as_integer(), Some(1000));
+        assert_eq!(
+            t["reclaim"]["alloc_threshold_pages"].as_integer(),
+            Some(2000)
+        );
         assert_eq!(t["app"][0]["name"].as_str(), Some("llm"));
     }
 }

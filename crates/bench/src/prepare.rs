@@ -31,6 +31,38 @@ const CALIBRATION_READS: &[(u64, u64)] = &[
 /// Block size and bytes of each of the two concurrent readers.
 const CONCURRENT_READ: (u64, u64) = (1 << 20, 384 << 20);
 
+/// The allocation test of the reclaim calibration: a leaf limited to
+/// `.0` bytes writes `.1` bytes of app-like anonymous memory, so all but the
+/// first `.0` are allocated only as fast as the kernel pages anonymous
+/// memory out to zram (within the domain's CPU budget).
+const RECLAIM_TEST: (u64, u64) = (16 << 20, 96 << 20);
+
+/// The domain's anonymous reclaim throughput and the reclaimer's N_alloc
+/// derived from it.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ReclaimCalibration {
+    /// Anonymous memory written per second while the kernel had to page
+    /// the same amount out (zram), bytes/s.
+    pub anon_reclaim_bytes_per_sec: f64,
+    /// N_alloc: pages per 100 ms tick at that rate. Seed 000 §4.2.1 switches
+    /// to file-only reclaim when allocation outpaces what reclaim can
+    /// supply; on this domain anonymous reclaim supplies this much, so an
+    /// allocation rate above it is a burst (the paper's 12,800 pages/100 ms
+    /// is the same notion on a Pixel).
+    pub alloc_threshold_pages: u64,
+}
+
+impl ReclaimCalibration {
+    /// N_alloc from a measured anonymous reclaim throughput (at least 1 page).
+    pub fn from_rate(anon_reclaim_bytes_per_sec: f64, tick_ms: u64) -> Self {
+        let pages = anon_reclaim_bytes_per_sec * tick_ms as f64 / 1000.0 / 4096.0;
+        Self {
+            anon_reclaim_bytes_per_sec,
+            alloc_threshold_pages: (pages.round() as u64).max(1),
+        }
+    }
+}
+
 /// How the launch profiles were made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProfileSource {
@@ -74,6 +106,8 @@ pub struct Prepared {
     /// Two readers in different leaves at once ([`CONCURRENT_READ`]): their
     /// bytes/s summed, and each reader's.
     pub concurrent: Option<ConcurrentRead>,
+    /// Anonymous reclaim measured in the domain (None if it failed).
+    pub reclaim: Option<ReclaimCalibration>,
     /// How the profiles were made.
     pub profiles: ProfileSource,
 }
@@ -124,7 +158,7 @@ pub fn prepare(
     let worker = domain.leaf("worker")?;
     let calib_leaf = domain.leaf("calib")?;
     let calib_leaf2 = domain.leaf("calib2")?;
-    let daemon = DaemonSetup {
+    let mut daemon = DaemonSetup {
         binary: o.binary.clone(),
         dir: daemon_dir.clone(),
         memory_cgroup: domain.roots.mem_root(),
@@ -134,6 +168,7 @@ pub fn prepare(
             .iter()
             .map(|a| (a.name().to_string(), a.leaf.mem.clone()))
             .collect(),
+        alloc_threshold_pages: None,
     };
     let (calibration, concurrent) = calibrate(
         o,
@@ -143,6 +178,23 @@ pub fn prepare(
         &log_dir,
         progress,
     )?;
+    let reclaim = match calibrate_reclaim(o, &calib_leaf, &log_dir) {
+        Ok(r) => {
+            progress.say(&format!(
+                "anonymous reclaim inside the domain: {:.1} MB/s, N_alloc {} pages per 100 ms",
+                r.anon_reclaim_bytes_per_sec / 1e6,
+                r.alloc_threshold_pages
+            ));
+            daemon.alloc_threshold_pages = Some(r.alloc_threshold_pages);
+            Some(r)
+        }
+        Err(e) => {
+            progress.say(&format!(
+                "anonymous reclaim calibration failed ({e:#}); the daemon keeps its default N_alloc"
+            ));
+            None
+        }
+    };
     // Daemon configs and availability.
     let mut skipped: BTreeMap<String, String> = BTreeMap::new();
     for &p in o.policies.iter().filter(|p| p.needs_daemon()) {
@@ -168,8 +220,53 @@ pub fn prepare(
         skipped,
         calibration,
         concurrent,
+        reclaim,
         profiles,
     })
+}
+
+/// Runs [`RECLAIM_TEST`] in `leaf` (its limit set for the test, then lifted).
+fn calibrate_reclaim(o: &BenchOptions, leaf: &Leaf, log_dir: &Path) -> Result<ReclaimCalibration> {
+    check_interrupted()?;
+    let (limit, bytes) = RECLAIM_TEST;
+    let limit_file = leaf.mem.join("memory.limit_in_bytes");
+    std::fs::write(&limit_file, limit.to_string())
+        .with_context(|| format!("writing {}", limit_file.display()))?;
+    let argv = vec![
+        o.binary.to_string_lossy().to_string(),
+        "bench-app".into(),
+        "--alloc-test".into(),
+        bytes.to_string(),
+    ];
+    let log = log_dir.join(format!("reclaim-calibration-{}.log", leaf.name));
+    let r = crate::launch::spawn("calibration", &argv, leaf, 0, &log)
+        .and_then(|(proc, t0)| result_line(proc, t0, &log, "reclaim calibration"));
+    let _ = std::fs::write(&limit_file, "-1");
+    Ok(ReclaimCalibration::from_rate(
+        r?,
+        appflow_core::reclaim::ReclaimConfig::default().tick_ms,
+    ))
+}
+
+/// Waits for a calibration process's `bytes_per_sec N` line; returns N.
+fn result_line(mut proc: crate::launch::Proc, t0: Instant, log: &Path, what: &str) -> Result<f64> {
+    let re = regex::Regex::new(r"^bytes_per_sec (\S+)$")?;
+    let (o, _) = proc.wait_ready(
+        &crate::launch::Readiness::Line(re),
+        t0,
+        Duration::from_secs(120),
+    );
+    proc.stop();
+    if o != crate::launch::Outcome::Ready {
+        bail!("{what} failed ({o:?}); see {}", log.display());
+    }
+    // The test prints its result on stderr too, which lands in the log.
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("bytes_per_sec "))
+        .and_then(|x| x.trim().parse::<f64>().ok())
+        .with_context(|| format!("{what}: result missing from {}", log.display()))
 }
 
 /// The host paths a command app installs on the device.
@@ -350,24 +447,8 @@ impl IoTest {
     }
 
     /// Waits for its result, bytes/s.
-    pub fn finish(mut self) -> Result<f64> {
-        let re = regex::Regex::new(r"^bytes_per_sec (\S+)$")?;
-        let (o, _) = self.proc.wait_ready(
-            &crate::launch::Readiness::Line(re),
-            self.t0,
-            Duration::from_secs(120),
-        );
-        self.proc.stop();
-        if o != crate::launch::Outcome::Ready {
-            bail!("{} failed ({o:?}); see {}", self.what, self.log.display());
-        }
-        // The io-test prints its result on stderr too, which lands in the log.
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        text.lines()
-            .rev()
-            .find_map(|l| l.strip_prefix("bytes_per_sec "))
-            .and_then(|x| x.trim().parse::<f64>().ok())
-            .with_context(|| format!("{}: result missing from {}", self.what, self.log.display()))
+    pub fn finish(self) -> Result<f64> {
+        result_line(self.proc, self.t0, &self.log, &self.what)
     }
 }
 

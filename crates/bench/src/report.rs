@@ -59,6 +59,8 @@ pub struct TestbedInfo {
     pub calibration_bytes_per_sec: Vec<CurvePoint>,
     /// Two readers in different leaves at once.
     pub concurrent_read_bytes_per_sec: Option<crate::prepare::ConcurrentRead>,
+    /// Anonymous reclaim measured in the domain, and the N_alloc derived from it.
+    pub reclaim_calibration: Option<crate::prepare::ReclaimCalibration>,
     /// The domain's CPU budget.
     pub cpu_budget: CpuBudget,
     /// How the profiles were made (`recorded` or `from-spec`).
@@ -194,6 +196,16 @@ pub fn build(
         extra.insert(
             "foreground_killed".into(),
             json!(ok.iter().filter(|m| m.foreground_killed).count()),
+        );
+        // Totals over the repetitions (the per-session means below round
+        // a rare kill down to 0).
+        extra.insert(
+            "oom_kills_total".into(),
+            json!(ok.iter().map(|m| m.delta.oom_kills).sum::<u64>()),
+        );
+        extra.insert(
+            "killed_per_rep".into(),
+            json!(ok.iter().map(|m| m.killed.clone()).collect::<Vec<_>>()),
         );
         extra.insert(
             "kernel_counters_per_session".into(),

@@ -445,20 +445,45 @@ impl AppState {
     }
 }
 
+impl AppState {
+    fn new(seed: u64) -> Self {
+        let mut st = AppState {
+            anon: Vec::new(),
+            maps: Vec::new(),
+            touched: Vec::new(),
+            sum: 0,
+            rng: SplitMix::new(seed),
+            pool: vec![0u8; 64 * 1024],
+            pattern: (0..PAGE as usize).map(|i| (i % 251) as u8).collect(),
+        };
+        let mut pool = std::mem::take(&mut st.pool);
+        fill(&mut st.rng, &mut pool);
+        st.pool = pool;
+        st
+    }
+}
+
+/// Writes `bytes` of app-like anonymous memory (the synthetic apps' content,
+/// so zram compresses it as theirs) in 1 MiB allocations; returns bytes/s.
+/// Run in a leaf whose limit is below `bytes`, it measures the domain's
+/// anonymous reclaim throughput: what an allocation burst can get when the
+/// kernel must page anonymous memory out to make room.
+pub fn alloc_test(bytes: u64) -> f64 {
+    let mut st = AppState::new(std::process::id() as u64);
+    let t0 = Instant::now();
+    let mut done = 0;
+    while done < bytes {
+        let n = (1 << 20).min(bytes - done);
+        st.alloc_anon(n);
+        done += n;
+    }
+    std::hint::black_box(&st.anon);
+    done as f64 / t0.elapsed().as_secs_f64().max(1e-9)
+}
+
 /// Runs the synthetic app: the launch, the readiness line, then the background life.
 pub fn run_app(layout: &Layout, cpu_switch_us: u64) -> Result<()> {
-    let mut st = AppState {
-        anon: Vec::new(),
-        maps: Vec::new(),
-        touched: Vec::new(),
-        sum: 0,
-        rng: SplitMix::new(fnv1a(layout.app.as_bytes()) ^ std::process::id() as u64),
-        pool: vec![0u8; 64 * 1024],
-        pattern: (0..PAGE as usize).map(|i| (i % 251) as u8).collect(),
-    };
-    let mut pool = std::mem::take(&mut st.pool);
-    fill(&mut st.rng, &mut pool);
-    st.pool = pool;
+    let mut st = AppState::new(fnv1a(layout.app.as_bytes()) ^ std::process::id() as u64);
     let mut large_files: Vec<std::fs::File> = Vec::new();
     for f in &layout.large {
         let p = layout.dir.join(&f.rel);

@@ -10,24 +10,8 @@
 use appflow_bench::cli::{options, run_bench, BenchArgs};
 use appflow_bench::domain::{find_leftovers, Roots};
 use appflow_bench::live;
-use std::path::PathBuf;
-
-fn appflow_binary() -> Option<PathBuf> {
-    let ws = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| ws.join("target"));
-    // The profile this test was built with, then the other one.
-    let first = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    [first, "debug", "release"]
-        .iter()
-        .map(|p| target.join(p).join("appflow"))
-        .find(|p| p.is_file())
-}
+mod common;
+use common::appflow_binary;
 
 #[test]
 fn quick_bench_leaves_nothing_behind_and_keeps_invariants() {

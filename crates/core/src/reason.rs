@@ -27,6 +27,11 @@ pub enum Reason {
     ReclaimRebalanceTimeout = 106,
     /// A launch is in progress: protected ranges are held.
     ReclaimLaunchProtect = 107,
+    /// Efficiency-first yields to the kernel's own balance: the page cache
+    /// reclaim can still free is nearly gone, and file-only reclaim would
+    /// leave the domain nothing to reclaim (anonymous reclaim allowed again
+    /// until memory comes back).
+    ReclaimFileExhausted = 108,
 
     // --- killer (2xx) ---
     /// Killed: highest net freed memory ΔM among non-recent background apps.
@@ -67,6 +72,9 @@ pub enum Reason {
     PreloadStreamLarge = 304,
     /// App became active: its standby set is no longer touched.
     PreloadAppActive = 305,
+    /// A launch's protected (locked) ranges were released early: memory
+    /// fell to the killer's trigger level while the app was launching.
+    PreloadYieldPressure = 306,
 }
 
 impl Reason {
@@ -87,6 +95,7 @@ impl Reason {
             ReclaimBalanced => "reclaim_balanced",
             ReclaimRebalanceTimeout => "reclaim_rebalance_timeout",
             ReclaimLaunchProtect => "reclaim_launch_protect",
+            ReclaimFileExhausted => "reclaim_file_exhausted",
             KillHighestNetFreed => "kill_highest_net_freed",
             KillRecentLastResort => "kill_recent_last_resort",
             KillNotNeeded => "kill_not_needed",
@@ -104,6 +113,7 @@ impl Reason {
             PreloadHotSegment => "preload_hot_segment",
             PreloadStreamLarge => "preload_stream_large",
             PreloadAppActive => "preload_app_active",
+            PreloadYieldPressure => "preload_yield_pressure",
         }
     }
 }

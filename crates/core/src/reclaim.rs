@@ -14,6 +14,12 @@
 //! after `calm_ticks` consecutive ticks below a lower bar (n_alloc below
 //! `exit_alloc_ratio`·N_alloc or memory above M_F·(1 + `exit_margin`)), so
 //! the mode does not flap on a noisy allocation rate.
+//!
+//! A launch in progress is never the end of a burst: an app that stalls on
+//! reclaim or I/O stops allocating, which looks calm, so calm ticks are not
+//! counted while an app launches, and rebalancing pages nothing out until
+//! the launch is over (its page-out would compete with the launch for the
+//! CPU and the swap device).
 
 use crate::reason::Reason;
 use crate::MIB;
@@ -148,6 +154,9 @@ pub struct ReclaimSample {
     pub anon_bytes: u64,
     /// File-backed memory in the domain, bytes.
     pub file_bytes: u64,
+    /// An app is launching (its `launched` event has not come yet).
+    #[serde(default)]
+    pub launching: bool,
 }
 
 /// What the controller decided this tick.
@@ -212,9 +221,9 @@ impl ReclaimController {
     pub fn step(&mut self, cfg: &ReclaimConfig, s: &ReclaimSample) -> ReclaimDecision {
         let m_f = cfg.low_memory_threshold(s.total_bytes);
         let burst = s.avail_bytes < m_f && s.alloc_pages > cfg.alloc_threshold_pages;
-        let calm_tick = (s.alloc_pages as f64)
-            < cfg.exit_alloc_ratio * cfg.alloc_threshold_pages as f64
-            || s.avail_bytes as f64 > m_f as f64 * (1.0 + cfg.exit_margin);
+        let calm_tick = !s.launching
+            && ((s.alloc_pages as f64) < cfg.exit_alloc_ratio * cfg.alloc_threshold_pages as f64
+                || s.avail_bytes as f64 > m_f as f64 * (1.0 + cfg.exit_margin));
         let prev = self.mode;
         let (mode, reason, anon) = match self.mode {
             ReclaimMode::Normal if burst => (
@@ -243,6 +252,9 @@ impl ReclaimController {
                     (ReclaimMode::Normal, Reason::ReclaimBalanced, 0)
                 } else if s.now_ms.saturating_sub(self.since_ms) >= cfg.rebalance_max_ms {
                     (ReclaimMode::Normal, Reason::ReclaimRebalanceTimeout, 0)
+                } else if s.launching {
+                    // Paged out once the launch is over.
+                    (ReclaimMode::Rebalancing, Reason::ReclaimRebalancing, 0)
                 } else {
                     let excess = s.anon_bytes - target;
                     (
@@ -291,7 +303,39 @@ mod tests {
             total_bytes: 6 * GIB,
             anon_bytes: 3 * GIB,
             file_bytes: GIB,
+            launching: false,
         }
+    }
+
+    #[test]
+    fn a_stalled_launch_is_not_the_end_of_a_burst() {
+        let cfg = ReclaimConfig::default();
+        let mut c = ReclaimController::new();
+        let mut s = sample(0, 20_000, 300);
+        s.launching = true;
+        assert_eq!(c.step(&cfg, &s).mode, ReclaimMode::EfficiencyFirst);
+        // The app stalls: no allocation for many ticks, still launching.
+        for t in 1..50 {
+            let mut s = sample(t * 100, 0, 300);
+            s.launching = true;
+            assert_eq!(c.step(&cfg, &s).mode, ReclaimMode::EfficiencyFirst);
+        }
+        // Launched: calm ticks count again, rebalancing follows.
+        let mut t = 5000;
+        let mut d = c.step(&cfg, &sample(t, 0, 300));
+        while d.mode == ReclaimMode::EfficiencyFirst {
+            t += 100;
+            d = c.step(&cfg, &sample(t, 0, 300));
+        }
+        assert_eq!(d.mode, ReclaimMode::Rebalancing);
+        // A new launch while rebalancing: nothing paged out during it.
+        let mut s = sample(t + 100, 0, 300);
+        s.launching = true;
+        let d = c.step(&cfg, &s);
+        assert_eq!(
+            (d.mode, d.anon_reclaim_bytes),
+            (ReclaimMode::Rebalancing, 0)
+        );
     }
 
     #[test]

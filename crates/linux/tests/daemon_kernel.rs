@@ -669,13 +669,11 @@ fn burst_switches_mode_and_protected_ranges_survive() {
     cat.wait().unwrap();
     let other_before = residency(&other);
     assert_eq!(d.status()["mode"], "normal");
-    let _burst = helper(&domain.path, "burst:176");
-    let mut saw_ef = false;
+    let burst = helper(&domain.path, "burst:176");
     let mut swappiness_in_ef = None;
-    wait_for("efficiency-first and back to normal", 60, || {
-        let st = d.status();
-        if st["mode"] == "efficiency_first" {
-            saw_ef = true;
+    wait_for("efficiency-first", 60, || {
+        let ef = d.status()["mode"] == "efficiency_first";
+        if ef && swappiness_in_ef.is_none() {
             swappiness_in_ef = Some(
                 std::fs::read_to_string(domain.path.join("memory.swappiness"))
                     .unwrap()
@@ -683,11 +681,20 @@ fn burst_switches_mode_and_protected_ranges_survive() {
                     .to_string(),
             );
         }
-        saw_ef && st["mode"] == "normal"
+        ef
     });
-    let st = d.status();
+    // A launch in progress is never the end of a burst: the mode holds
+    // until `launched`, then goes back through rebalancing to normal.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(d.status()["mode"], "efficiency_first");
     let prot_res = residency(&prot);
     let other_res = residency(&other);
+    d.notify("launched", "prot");
+    wait_for("back to normal after launched", 60, || {
+        d.status()["mode"] == "normal"
+    });
+    drop(burst);
+    let st = d.status();
     eprintln!(
         "swappiness in efficiency-first: {swappiness_in_ef:?}; protected file resident {:.1} %, unprotected {:.1} % (was {:.1} %); switches {}",
         prot_res * 100.0,
@@ -720,7 +727,6 @@ fn burst_switches_mode_and_protected_ranges_survive() {
         reasons.iter().any(|r| r == "reclaim_burst_detected"),
         "{reasons:?}"
     );
-    d.notify("launched", "prot");
 }
 
 /// (3) A kill picks the highest-ΔM background app, never the foreground one.
@@ -1394,13 +1400,13 @@ fn record_fixture() {
     std::io::copy(&mut cat.stdout.take().unwrap(), &mut std::io::sink()).unwrap();
     cat.wait().unwrap();
     let _burst = helper(&domain.path, "burst:176");
-    let mut saw_ef = false;
-    wait_for("efficiency-first and back to normal", 60, || {
-        let st = d.status();
-        saw_ef |= st["mode"] == "efficiency_first";
-        saw_ef && st["mode"] == "normal"
+    wait_for("efficiency-first", 60, || {
+        d.status()["mode"] == "efficiency_first"
     });
     d.notify("launched", "prot");
+    wait_for("back to normal after launched", 60, || {
+        d.status()["mode"] == "normal"
+    });
     d.notify("background", "prot");
     std::thread::sleep(Duration::from_millis(500));
     assert!(d

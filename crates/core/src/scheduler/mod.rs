@@ -302,6 +302,11 @@ pub struct Scheduler {
     last_kill_ms: Option<u64>,
     last_kill_reason: Option<Reason>,
     ef_reapply_at_ms: u64,
+    /// Efficiency-first is in force in the controller but yields to the
+    /// kernel's balance: reclaimable page cache ran out.
+    ef_yielded: bool,
+    /// Apps whose launch stream is held protected (locked).
+    protecting: BTreeSet<String>,
     dropped_cold: bool,
     page_out_unsupported: bool,
     prepage_unsupported: bool,
@@ -352,6 +357,8 @@ impl Scheduler {
             last_kill_ms: None,
             last_kill_reason: None,
             ef_reapply_at_ms: 0,
+            ef_yielded: false,
+            protecting: BTreeSet::new(),
             dropped_cold: false,
             page_out_unsupported: false,
             prepage_unsupported: false,
@@ -423,6 +430,14 @@ impl Scheduler {
     /// Whether any app is launching now.
     pub fn any_launching(&self) -> bool {
         self.apps.values().any(|a| a.launching_since.is_some())
+    }
+
+    /// The memory floor: the killer's trigger level
+    /// (`killer.trigger_avail_fraction` of the domain). Preloading never
+    /// holds memory below it, and efficiency-first never keeps the kernel
+    /// from reclaiming anonymous memory below it.
+    pub(crate) fn floor_bytes(&self, total_bytes: u64) -> u64 {
+        (self.cfg.killer.trigger_avail_fraction * total_bytes as f64) as u64
     }
 
     /// Whether `app` has a profile.
@@ -560,7 +575,9 @@ impl Scheduler {
         self.preload_step(s.now_ms, now_unix_ms, m.preload());
         self.reclaim_step(s, procs, m.reclaim());
         self.proactive_step(s, procs, m.reclaim());
-        if self.kill_wanted(s).is_ok() {
+        // Memory the released locks give back is waited for before a kill.
+        let yielded = self.yield_launch_protection(s, m.preload());
+        if !yielded && self.kill_wanted(s).is_ok() {
             self.kill_step(s, procs, m.kill());
         }
     }
@@ -583,6 +600,8 @@ impl Scheduler {
         self.last_kill_ms = None;
         self.last_kill_reason = None;
         self.ef_reapply_at_ms = 0;
+        self.ef_yielded = false;
+        self.protecting.clear();
         self.dropped_cold = false;
         self.footprints = FootprintTable::new();
         self.last_sample = None;

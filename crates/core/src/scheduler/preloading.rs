@@ -9,6 +9,14 @@
 //!   reads nothing but the launching app's stream (the launch owns the
 //!   device's I/O and memory).
 //! * A launch stream is bounded by the room at that moment.
+//! * While it is held, a launch's protection yields to pressure: once the
+//!   memory available falls below the floor (the app's own allocations
+//!   compete with the locked pages), the locks are released (the pages stay
+//!   cached, reclaimable) and the rest of the stream is dropped. Leaving the
+//!   app's recorded anonymous launch memory out of the room up front was
+//!   tried: it made no difference to safety beside this release, and in the
+//!   simulator it cut the stream of GB-scale apps enough to slow AppFlow's
+//!   launches (docs/sim.md).
 //!
 //! *Room* is the memory available (free plus reclaimable page cache) above
 //! the killer's trigger level (`killer.trigger_avail_fraction` of the
@@ -129,12 +137,44 @@ impl Scheduler {
     /// Room for preloading now (unbounded before the first sample).
     fn room(&self) -> u64 {
         match &self.last_sample {
-            Some(s) => {
-                let floor = self.cfg.killer.trigger_avail_fraction * s.total_bytes as f64;
-                s.avail_bytes.saturating_sub(floor as u64)
-            }
+            Some(s) => s
+                .avail_bytes
+                .saturating_sub(self.floor_bytes(s.total_bytes)),
             None => u64::MAX,
         }
+    }
+
+    /// Releases the protection of launching apps when the memory available
+    /// is below the floor; returns whether any was released. Their pages stay
+    /// cached but become reclaimable, and the rest of their streams is not
+    /// read (the worker stops a load that is released).
+    pub(super) fn yield_launch_protection(
+        &mut self,
+        s: &super::DomainSample,
+        preload: &mut dyn PreloadMechanism,
+    ) -> bool {
+        if self.protecting.is_empty() || s.avail_bytes >= self.floor_bytes(s.total_bytes) {
+            return false;
+        }
+        let apps: Vec<String> = std::mem::take(&mut self.protecting).into_iter().collect();
+        for app in apps {
+            if let Err(e) = preload.release_hold(&app, Hold::Protect) {
+                self.mech_error(s.now_ms, &format!("early release of {app}"), &e);
+            }
+            self.stats.launch_protect_yields += 1;
+            let detail = format!(
+                "{app}: launch protection released early: M_aval {} below the floor {}",
+                s.avail_bytes,
+                self.floor_bytes(s.total_bytes)
+            );
+            self.log(
+                s.now_ms,
+                "preload",
+                Some(Reason::PreloadYieldPressure),
+                detail,
+            );
+        }
+        true
     }
 
     /// Stops holding `app`'s standby set (its pages stay cached, untouched).
@@ -275,6 +315,7 @@ impl Scheduler {
         match preload.load(app, &spans, Hold::Protect) {
             Ok(bytes) => {
                 self.stats.preload_queued_bytes_protect += bytes;
+                self.protecting.insert(app.to_string());
                 let detail = format!(
                     "{app} launching: streaming {} reads, {bytes} of {wanted} bytes (room {cap}), cutoff {cutoff} bytes, protected until launched ({})",
                     spans.len(),
@@ -343,6 +384,7 @@ impl Scheduler {
     }
 
     fn release_launch(&mut self, app: &str, now_ms: u64, preload: &mut dyn PreloadMechanism) {
+        self.protecting.remove(app);
         if self.cfg.preload_strategy() != PreloadStrategy::None {
             if let Err(e) = preload.release(app) {
                 self.mech_error(now_ms, &format!("release of {app}"), &e);

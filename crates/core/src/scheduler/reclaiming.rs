@@ -72,9 +72,39 @@ impl Scheduler {
                 total_bytes: s.total_bytes,
                 anon_bytes: s.anon_bytes,
                 file_bytes: s.file_bytes,
+                launching: self.any_launching(),
             },
         );
         self.stats.count_reclaim_reason(d.reason);
+        // File-only reclaim needs page cache to reclaim: below the floor it
+        // yields to the kernel's own balance (swappiness restored, so the
+        // kernel may page anonymous memory out instead of running out), and
+        // comes back once memory is twice the floor (hysteresis).
+        let floor = self.floor_bytes(s.total_bytes);
+        let was_yielded = self.ef_yielded;
+        self.ef_yielded = d.mode == ReclaimMode::EfficiencyFirst
+            && if was_yielded {
+                s.avail_bytes < floor.saturating_mul(2)
+            } else {
+                s.avail_bytes < floor
+            };
+        let in_force = if self.ef_yielded {
+            ReclaimMode::Normal
+        } else {
+            d.mode
+        };
+        if self.ef_yielded && !was_yielded {
+            self.stats.efficiency_first_yields += 1;
+            self.log(
+                s.now_ms,
+                "reclaim",
+                Some(Reason::ReclaimFileExhausted),
+                format!(
+                    "efficiency-first yields to the kernel's balance: M_aval {} below the floor {floor}",
+                    s.avail_bytes
+                ),
+            );
+        }
         if d.switched() {
             let detail = format!(
                 "{} -> {}: n_alloc {alloc_pages} pages/tick (N_alloc {}), M_aval {} (M_F {}), anon {} file {}",
@@ -104,10 +134,13 @@ impl Scheduler {
                 // Standby sets may have been left unloaded during the pressure.
                 self.standby_dirty = true;
             }
-            self.apply_mode(d.mode, s.now_ms, reclaim);
-        } else if d.mode == ReclaimMode::EfficiencyFirst && s.now_ms >= self.ef_reapply_at_ms {
-            // Cgroups created during the burst get the mode too.
-            self.apply_mode(d.mode, s.now_ms, reclaim);
+            self.apply_mode(in_force, s.now_ms, reclaim);
+        } else if self.ef_yielded != was_yielded
+            || (in_force == ReclaimMode::EfficiencyFirst && s.now_ms >= self.ef_reapply_at_ms)
+        {
+            // A yield begins or ends; or cgroups created during the burst
+            // get the mode too.
+            self.apply_mode(in_force, s.now_ms, reclaim);
         }
         if d.mode == ReclaimMode::EfficiencyFirst && self.cfg.drop_cold_files && !self.dropped_cold
         {

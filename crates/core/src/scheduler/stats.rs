@@ -39,6 +39,10 @@ pub struct Stats {
     pub prepage_requested_bytes: u64,
     /// Anonymous bytes paged out ahead of bursts (PMR's user-space half).
     pub proactive_bytes: u64,
+    /// Launch protections released early under memory pressure.
+    pub launch_protect_yields: u64,
+    /// Times efficiency-first yielded to the kernel's balance (file reclaim exhausted).
+    pub efficiency_first_yields: u64,
 }
 
 impl Stats {

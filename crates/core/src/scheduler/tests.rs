@@ -466,3 +466,102 @@ fn a_record_stream_replays_to_the_same_decisions() {
     assert_eq!(a, run());
     assert!(a.0.iter().any(|d| d.kind == "reclaim"));
 }
+
+#[test]
+fn launch_protection_yields_when_memory_falls_below_the_floor() {
+    let mut s = sched(cfg("appflow"));
+    let mut r = Recorder::default();
+    s.tick(&sample(0, 0, 800), 0, &[], &mut r);
+    s.notify(EventKind::Launch, "a", id(42), 100, &mut r)
+        .unwrap();
+    assert!(r.calls.iter().any(|c| matches!(
+        c,
+        Call::Load {
+            hold: Hold::Protect,
+            ..
+        }
+    )));
+    // Above the floor (5 % of 1 GiB ≈ 51 MiB): the protection holds.
+    r.calls.clear();
+    s.tick(&sample(200, 0, 60), 0, &[], &mut r);
+    assert!(!r
+        .calls
+        .iter()
+        .any(|c| matches!(c, Call::ReleaseHold { .. })));
+    // Below it: released once, and no kill in the same tick (the memory
+    // the locks give back is waited for).
+    let mut low = sample(300, 0, 20);
+    low.anon_bytes = 900 * MIB;
+    low.file_bytes = 50 * MIB;
+    let procs = [proc_(50, "b", 300)];
+    s.tick(&low, 0, &procs, &mut r);
+    let expected = Call::ReleaseHold {
+        app: "a".into(),
+        hold: Hold::Protect,
+    };
+    assert_eq!(r.calls.iter().filter(|c| **c == expected).count(), 1);
+    assert!(!r.calls.iter().any(|c| matches!(c, Call::Kill { .. })));
+    assert_eq!(s.stats.launch_protect_yields, 1);
+    assert!(s.is_launching("a"), "the launch itself goes on");
+    r.calls.clear();
+    s.tick(&sample(400, 0, 20), 0, &[], &mut r);
+    assert!(!r.calls.contains(&expected), "released only once");
+}
+
+#[test]
+fn efficiency_first_yields_to_the_kernel_when_file_reclaim_runs_out() {
+    let mut s = sched(cfg("appflow-amr"));
+    let mut r = Recorder::default();
+    let n = s.config().reclaim.alloc_threshold_pages;
+    // A burst with 100 MiB available (M_F = 15 % ≈ 154 MiB): efficiency-first.
+    s.tick(&sample(0, 0, 100), 0, &[], &mut r);
+    s.tick(&sample(100, 2 * n, 100), 0, &[], &mut r);
+    assert_eq!(s.mode(), ReclaimMode::EfficiencyFirst);
+    assert_eq!(
+        r.calls.last(),
+        Some(&Call::Mode(ReclaimMode::EfficiencyFirst))
+    );
+    // Page cache exhausted (below the 51 MiB floor): the kernel's balance
+    // is restored while the controller stays in its burst.
+    r.calls.clear();
+    s.tick(&sample(200, 4 * n, 40), 0, &[], &mut r);
+    assert_eq!(s.mode(), ReclaimMode::EfficiencyFirst);
+    assert_eq!(r.calls, vec![Call::Mode(ReclaimMode::Normal)]);
+    assert_eq!(s.stats.efficiency_first_yields, 1);
+    // Not re-applied a second later while still short (no flapping
+    // between the floor and twice the floor either).
+    r.calls.clear();
+    s.tick(&sample(1300, 6 * n, 80), 0, &[], &mut r);
+    assert!(!r.calls.contains(&Call::Mode(ReclaimMode::EfficiencyFirst)));
+    // Memory back above twice the floor: file-only reclaim again.
+    s.tick(&sample(1400, 8 * n, 110), 0, &[], &mut r);
+    assert_eq!(
+        r.calls.last(),
+        Some(&Call::Mode(ReclaimMode::EfficiencyFirst))
+    );
+}
+
+#[test]
+fn a_stalled_launch_keeps_efficiency_first_until_launched() {
+    let mut s = sched(cfg("appflow-amr"));
+    let mut r = Recorder::default();
+    let n = s.config().reclaim.alloc_threshold_pages;
+    s.tick(&sample(0, 0, 100), 0, &[], &mut r);
+    s.notify(EventKind::Launch, "a", id(42), 50, &mut r)
+        .unwrap();
+    s.tick(&sample(100, 2 * n, 100), 0, &[], &mut r);
+    assert_eq!(s.mode(), ReclaimMode::EfficiencyFirst);
+    // The app stalls for 3 s: no allocation, but it is still launching.
+    let procs = [proc_(50, "b", 300)];
+    for t in 2..32 {
+        s.tick(&sample(t * 100, 2 * n, 100), 0, &procs, &mut r);
+    }
+    assert_eq!(s.mode(), ReclaimMode::EfficiencyFirst);
+    assert!(!r.calls.iter().any(|c| matches!(c, Call::PageOut { .. })));
+    s.notify(EventKind::Launched, "a", None, 3200, &mut r)
+        .unwrap();
+    for t in 33..45 {
+        s.tick(&sample(t * 100, 2 * n, 100), 0, &procs, &mut r);
+    }
+    assert_ne!(s.mode(), ReclaimMode::EfficiencyFirst);
+}
