@@ -185,7 +185,9 @@ pub struct Recording {
 struct Samples {
     /// The tree's root: its descendants are the tree.
     root: u32,
-    /// Whether the root itself is in the tree (it is the app, not the recorder).
+    /// Whether the root itself is in the tree (it is the app, not the
+    /// recorder); the caller then names the tree's processes
+    /// ([`LaunchWatch::sample`]) and /proc is never scanned for descendants.
     root_in_tree: bool,
     peak_anon_kb: u64,
     last_footprint_kb: u64,
@@ -206,7 +208,7 @@ impl Samples {
         let me = std::process::id();
         let root = (!self.root_in_tree).then_some(self.root);
         let outside = |p: &u32| *p == me || Some(*p) == root;
-        if full {
+        if full && !self.root_in_tree {
             if let Ok(tree) = descendants(proc_root, self.root) {
                 self.pids.extend(tree.into_iter().filter(|p| !outside(p)));
             }
@@ -648,7 +650,7 @@ impl LaunchWatch {
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0)
             .saturating_sub(start.elapsed().as_millis() as u64);
-        let mut w = Self {
+        let w = Self {
             watcher,
             proc_root: proc_root.to_path_buf(),
             root,
@@ -661,7 +663,6 @@ impl LaunchWatch {
             },
             full_scans: FullScans::new(Instant::now()),
         };
-        w.sample();
         Ok(w)
     }
 
@@ -670,9 +671,20 @@ impl LaunchWatch {
         self.root
     }
 
-    /// One memory sample of the tree (its /proc/PID/status counters; a
-    /// rescan for descendants and mappings at doubling intervals).
-    pub fn sample(&mut self) {
+    /// Adds processes the caller knows are in the tree (children forked by
+    /// it), so their opens count without a walk of their parent chain.
+    pub fn add_pids(&self, pids: &[u32]) {
+        if let Ok(mut t) = self.watcher.tree.lock() {
+            t.extend(pids.iter().copied());
+        }
+    }
+
+    /// One memory sample of the tree (its /proc/PID/status counters; its
+    /// mappings at doubling intervals). `pids`: the tree's processes as the
+    /// caller knows them (the daemon's detector follows forks and execs),
+    /// so /proc is not scanned for descendants.
+    pub fn sample(&mut self, pids: &[u32]) {
+        self.add_pids(pids);
         let known = self
             .watcher
             .tree

@@ -325,6 +325,7 @@ fn overhead_of_detection_and_recording_on_a_cold_launch() {
     );
     let config = bed.scratch.0.join("appflow.toml");
     let (mut plain, mut watched) = (Vec::new(), Vec::new());
+    let mut ratios = Vec::new();
     d.stop();
     let mut n = 0;
     for i in 0..pairs {
@@ -351,15 +352,25 @@ fn overhead_of_detection_and_recording_on_a_cold_launch() {
             drop(daemon);
             let _ = std::fs::remove_file(bed.scratch.0.join("state/profiles/reader.json"));
         }
+        let (w, p) = (watched[i] as f64, plain[i] as f64);
+        ratios.push(w / p);
     }
+    eprintln!("plain   {plain:?}\nwatched {watched:?} (pair by pair)");
+    ratios.sort_by(f64::total_cmp);
+    let median_ratio = ratios[ratios.len() / 2];
     let median = |v: &mut Vec<u64>| {
         v.sort_unstable();
         v[v.len() / 2]
     };
     let (mp, mw) = (median(&mut plain), median(&mut watched));
-    eprintln!("plain   {plain:?}\nwatched {watched:?}");
     eprintln!(
-        "median cold launch: plain {mp} ms, detected + recorded {mw} ms ({:+.1} %)",
-        (mw as f64 / mp as f64 - 1.0) * 100.0
+        "fastest: plain {} ms, detected + recorded {} ms",
+        plain[0], watched[0]
+    );
+    eprintln!(
+        "median cold launch: plain {mp} ms, detected + recorded {mw} ms ({:+.1} %); \
+         median of the {pairs} paired ratios {:+.1} %",
+        (mw as f64 / mp as f64 - 1.0) * 100.0,
+        (median_ratio - 1.0) * 100.0
     );
 }

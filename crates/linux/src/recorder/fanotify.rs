@@ -291,7 +291,23 @@ impl Membership {
         if self.known.contains(&pid) {
             return true;
         }
-        if !perm && self.outside.contains(&pid) {
+        // `Tree::Of`: the caller adds the tree's new processes (from the
+        // kernel's fork events) to the shared set, so it is checked first,
+        // and a process found outside stays outside: without this every
+        // open on the machine walked its parent chain through /proc while
+        // the daemon recorded (a loaded machine queued the app's own opens
+        // behind thousands of others'). A pid reused by a new child of the
+        // tree is recognised once the caller has added it.
+        let of_tree = self.anchor.is_none();
+        if of_tree {
+            if let Ok(s) = self.shared.lock() {
+                if s.contains(&pid) {
+                    self.known.extend(s.iter().copied());
+                    return true;
+                }
+            }
+        }
+        if (!perm || of_tree) && self.outside.contains(&pid) {
             return false;
         }
         let mut chain = vec![pid];
