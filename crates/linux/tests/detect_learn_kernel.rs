@@ -211,6 +211,39 @@ impl Bed {
     }
 }
 
+/// The socket filter of the daemon's listener drops thread events in the
+/// kernel and lets process events through.
+#[test]
+fn connector_filter_keeps_process_events_only() {
+    use appflow_linux::procevents::{ProcEvent, ProcEvents};
+    let Ok(mut ev) = ProcEvents::open() else {
+        eprintln!("SKIPPED: process connector unavailable");
+        return;
+    };
+    ev.drop_thread_events().unwrap();
+    let _ = ev.drain();
+    // A thread of ours starts and ends; a process forks, execs, exits.
+    std::thread::spawn(|| std::hint::black_box(1))
+        .join()
+        .unwrap();
+    let child = std::process::Command::new("/bin/true").spawn().unwrap();
+    let pid = child.id();
+    let _ = child.wait_with_output();
+    let (mut exec, mut exit) = (false, false);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut all = Vec::new();
+    while !(exec && exit) && Instant::now() < deadline {
+        for e in ev.drain() {
+            exec |= matches!(e, ProcEvent::Exec { tgid, .. } if tgid == pid);
+            exit |= matches!(e, ProcEvent::Exit { tgid, .. } if tgid == pid);
+            all.push(e);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(exec && exit, "{all:?}");
+    assert!(all.iter().all(ProcEvent::is_process), "{all:?}");
+}
+
 #[test]
 fn detected_launch_is_recorded_and_the_next_one_preloaded() {
     if let Some(r) = skip() {

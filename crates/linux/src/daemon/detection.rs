@@ -400,6 +400,9 @@ impl Detection {
         let watching = Arc::new(AtomicBool::new(false));
         let (source, name) = match ProcEvents::open() {
             Ok(ev) => {
+                if let Err(e) = ev.drop_thread_events() {
+                    tracing::info!(error = %e, "no socket filter on the process connector; thread events are dropped in user space");
+                }
                 let (tx, rx) = mpsc::channel();
                 let stop = Arc::new(AtomicBool::new(false));
                 let (r, flags, learn) = (reader.clone(), (stop.clone(), watching.clone()), s.learn);
