@@ -174,7 +174,7 @@ enum Msg {
         ppid: u32,
         at_ms: u64,
         obs: Obs,
-        watch: Option<LaunchWatch>,
+        watch: Option<Box<LaunchWatch>>,
     },
     Fork {
         parent: u32,
@@ -274,7 +274,7 @@ fn listen(
                         let ago = Duration::from_nanos(monotonic_ns().saturating_sub(time_ns));
                         let start = Instant::now().checked_sub(ago).unwrap_or_else(Instant::now);
                         match LaunchWatch::start(&reader.proc_root, tgid, start) {
-                            Ok(w) => Some(w),
+                            Ok(w) => Some(Box::new(w)),
                             Err(e) => {
                                 tracing::warn!(error = %e, pid = tgid, "launch recording could not start");
                                 watching.store(false, Ordering::SeqCst);
@@ -585,7 +585,7 @@ impl Detection {
                     ));
                     self.feed_recording(pid);
                     if let Some(w) = watch {
-                        watches.push((pid, w));
+                        watches.push((pid, *w));
                     }
                 }
             }
