@@ -2,8 +2,10 @@
 # Daemon overhead benchmark (issue #3): idle CPU and RSS of `appflow daemon`
 # while it watches N processes in its domain, and the jitter of its 100 ms loop.
 #
-#   sudo crates/linux/overhead.sh [--procs 200] [--seconds 60] [--bin PATH]
+#   sudo crates/linux/overhead.sh [--procs 200] [--seconds 60] [--bin PATH] [--detect on|off]
 #
+# --detect off turns launch detection off ([detect] enabled = false), to
+# compare the daemon with and without it (run both at once: same machine load).
 # Builds a temporary v1 memory cgroup /sys/fs/cgroup/memory/appflow-overhead-<pid>,
 # starts N `sleep` processes in it (all recognised as one declared app by
 # cmdline, so every scan reads their oom_score_adj), runs the daemon on that
@@ -21,12 +23,14 @@ PROCS=200
 SECONDS_WIN=60
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 BIN=""
+DETECT=true
 while [ $# -gt 0 ]; do
   case "$1" in
     --procs) PROCS="$2"; shift 2 ;;
     --seconds) SECONDS_WIN="$2"; shift 2 ;;
     --bin) BIN="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --detect) case "$2" in on) DETECT=true ;; off) DETECT=false ;; *) echo "--detect on|off" >&2; exit 2 ;; esac; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -67,6 +71,8 @@ state_dir = "$WORK/state"
 [domain]
 kind = "cgroup"
 memory_cgroup = "$CG"
+[detect]
+enabled = $DETECT
 [[app]]
 name = "sleepers"
 cmdline = "^sleep 100000"
@@ -90,10 +96,10 @@ wrss=$(awk '/VmRSS/ {print $2}' "/proc/$WORKER/status")
 watched=$(echo "$STATUS" | sed -n 's/.*processes \([0-9]*\).*/\1/p')
 loopline=$(echo "$STATUS" | grep '^loop')
 awk -v d0="$d0" -v d1="$d1" -v w0="$w0" -v w1="$w1" -v t0="$t0" -v t1="$t1" -v hz="$HZ" \
-    -v rss="$rss" -v hwm="$hwm" -v wrss="$wrss" -v n="$watched" -v loop="$loopline" 'BEGIN {
+    -v rss="$rss" -v hwm="$hwm" -v wrss="$wrss" -v n="$watched" -v loop="$loopline" -v det="$DETECT" 'BEGIN {
   el = t1 - t0
   dc = (d1 - d0) / hz / el * 100; wc = (w1 - w0) / hz / el * 100
-  printf "window %.1f s, %d processes watched by the daemon\n", el, n
+  printf "window %.1f s, %d processes watched by the daemon, detection %s\n", el, n, det
   printf "daemon CPU %.3f %% of one core (target <= 0.5 %%), preload worker %.3f %%\n", dc, wc
   printf "daemon RSS %.1f MiB, peak %.1f MiB (target <= 20 MiB); worker RSS %.1f MiB\n", rss/1024, hwm/1024, wrss/1024
   printf "%s\n", loop

@@ -44,7 +44,7 @@ pub struct ReclaimCalibration {
     /// Anonymous memory written per second while the kernel had to page
     /// the same amount out (zram), bytes/s.
     pub anon_reclaim_bytes_per_sec: f64,
-    /// N_alloc: pages per 100 ms tick at that rate. Seed 000 §4.2.1 switches
+    /// N_alloc: pages per 100 ms tick at that rate. The AppFlow paper §4.2.1 switches
     /// to file-only reclaim when allocation outpaces what reclaim can
     /// supply; on this domain anonymous reclaim supplies this much, so an
     /// allocation rate above it is a burst (the paper's 12,800 pages/100 ms

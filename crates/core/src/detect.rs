@@ -767,11 +767,13 @@ impl Detector {
 }
 
 /// Cumulative demand counters of one process, as read from /proc/PID/io
-/// (`read_bytes`: bytes brought in from storage) and /proc/PID/stat
-/// (`minflt` + `majflt`).
+/// (bytes read: the larger of `rchar`, reads served from storage or the
+/// page cache, and `read_bytes`, bytes brought in from storage) and
+/// /proc/PID/stat (`minflt` + `majflt`). Reads from the page cache count:
+/// a launch whose files were preloaded is still loading while it reads them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DemandCounters {
-    /// /proc/PID/io `read_bytes`.
+    /// /proc/PID/io max(`rchar`, `read_bytes`).
     pub read_bytes: u64,
     /// /proc/PID/stat minflt + majflt.
     pub faults: u64,

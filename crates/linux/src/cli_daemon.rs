@@ -273,18 +273,21 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
     out!(o, "changed         {changed} settings (restored on exit)");
     out!(
         o,
-        "\n{:<20} {:>6} {:>4} {:>5} {:>8} {:>12}  pids",
+        "\n{:<20} {:>6} {:>4} {:>5} {:>8} {:>12} {:>8} {:>10} {:>10}  pids",
         "app",
         "fg",
         "lnch",
         "prof",
         "cutoff",
-        "preload"
+        "preload",
+        "det/prof",
+        "last ms",
+        "stream"
     );
     for app in v["apps"].as_array().into_iter().flatten() {
         out!(
             o,
-            "{:<20} {:>6} {:>4} {:>5} {:>8} {:>12}  {}",
+            "{:<20} {:>6} {:>4} {:>5} {:>8} {:>12} {:>8} {:>10} {:>10}  {}",
             app["name"].as_str().unwrap_or("?"),
             if app["foreground"] == true { "yes" } else { "" },
             if app["launching"] == true { "yes" } else { "" },
@@ -294,6 +297,16 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
                 .map(|c| format!("{} KiB", c / 1024))
                 .unwrap_or("-".into()),
             mib(&app["preload_bytes"]),
+            format!(
+                "{}/{}",
+                app["launches_detected"].as_u64().unwrap_or(0),
+                app["profile_launches"].as_u64().unwrap_or(0)
+            ),
+            app["last_launch_ms"]
+                .as_u64()
+                .map(|m| m.to_string())
+                .unwrap_or("-".into()),
+            mib(&app["last_launch_stream_bytes"]),
             app["pids"]
         );
     }

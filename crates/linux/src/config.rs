@@ -63,6 +63,8 @@ pub struct Config {
     pub reclaim: ReclaimSection,
     /// Context-Aware Process Killer.
     pub killer: KillerSection,
+    /// Launch detection without a launcher, and profiles learned on the fly.
+    pub detect: DetectSection,
     /// Declared apps (`[[app]]`); apps can also be announced over the socket.
     #[serde(rename = "app")]
     pub apps: Vec<AppDecl>,
@@ -219,6 +221,39 @@ impl Default for KillerSection {
             protected: vec!["systemd".into(), "sshd".into()],
             freeze_first: false,
             core: KillerConfig::default(),
+        }
+    }
+}
+
+/// `[detect]`: launches of declared apps detected from the kernel's exec
+/// and exit events (no launcher integration), their readiness inferred,
+/// and each detected launch recorded into the app's profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DetectSection {
+    /// Detect launches of declared apps (process connector, else /proc scans).
+    pub enabled: bool,
+    /// A tick whose demand (bytes read / 4096 + page faults, per second)
+    /// is at or below this is quiet. 0 = derived from the storage curve
+    /// (`appflow_core::detect::ReadinessConfig::for_device`: half the
+    /// 4 KiB read rate, in pages per second).
+    pub quiet_floor_pages_per_s: u64,
+    /// A launch is ready once quiet this long, ms (default: the AppFlow paper's 1 s
+    /// usability threshold, `appflow_core::detect::DEFAULT_QUIET_MS`);
+    /// lengthened per app to its profile's longest pause.
+    pub quiet_ms: u64,
+    /// Record each detected launch (fanotify + page-cache residency, as
+    /// `appflow record`) and merge it into the app's stored profile.
+    pub learn_profiles: bool,
+}
+
+impl Default for DetectSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            quiet_floor_pages_per_s: 0,
+            quiet_ms: appflow_core::detect::DEFAULT_QUIET_MS,
+            learn_profiles: true,
         }
     }
 }
@@ -384,6 +419,20 @@ impl Config {
                 return Err((field, msg));
             }
         }
+        let det = &self.detect;
+        if det.quiet_ms == 0 || det.quiet_ms >= d.launch_timeout_ms {
+            return bad(
+                "detect.quiet_ms",
+                "must be > 0 and below daemon.launch_timeout_ms",
+            );
+        }
+        // 2^32 pages/s is 16 TiB/s: beyond any storage.
+        if det.quiet_floor_pages_per_s > u64::from(u32::MAX) {
+            return bad(
+                "detect.quiet_floor_pages_per_s",
+                "must be at most 4294967295",
+            );
+        }
         let mut seen = std::collections::BTreeSet::new();
         for (i, a) in self.apps.iter().enumerate() {
             let f = |x: &str| format!("app[{i}].{x}");
@@ -515,6 +564,13 @@ mod tests {
             ("[[app]]\nname = \"a\"\n", "app[0].exe"),
             ("[[app]]\nname = \"a\"\ncmdline = \"(\"\n", "app[0].cmdline"),
             ("[daemon]\ntick_ms = \"fast\"\n", "tick_ms"),
+            ("[detect]\nquiet_ms = 0\n", "detect.quiet_ms"),
+            ("[detect]\nquiet_ms = 30000\n", "detect.quiet_ms"),
+            (
+                "[detect]\nquiet_floor_pages_per_s = 99999999999\n",
+                "detect.quiet_floor_pages_per_s",
+            ),
+            ("[detect]\nbogus = 1\n", "bogus"),
             // Every numeric field is range-checked (issue: these were accepted).
             (
                 "[killer]\ntrigger_swap_free_fraction = nan\n",

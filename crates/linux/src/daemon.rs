@@ -4,6 +4,9 @@
 //! runs), which acts only through the mechanism traits.
 //!
 //! * [`metrics`] — Prometheus text metrics and the Chrome/Perfetto trace.
+//! * [`detection`] — launches of declared apps detected from kernel process
+//!   events, readiness inferred, each detected launch recorded into the
+//!   app's profile (no launcher needed).
 //! * [`run`] — the live part: sampling the domain (system or memory cgroup),
 //!   scanning its processes, the control socket, signals, the main loop; it
 //!   builds one [`Record`] per tick and per event and applies it.
@@ -19,6 +22,7 @@
 //!   Algorithm 1 watches. A cgroup without a limit uses the system's
 //!   MemTotal/MemAvailable for M_total/M_aval.
 
+pub mod detection;
 pub mod metrics;
 pub mod run;
 

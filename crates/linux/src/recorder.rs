@@ -41,7 +41,7 @@ mod fanotify;
 pub mod residency;
 
 use crate::readers::{descendants, read_maps, read_status_memory, FileMapping};
-use appflow_core::profile::{coalesce, ByteRange, LaunchObservation, ObservedFile};
+use appflow_core::profile::{coalesce, ByteRange, LaunchObservation, LaunchProfile, ObservedFile};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
@@ -183,6 +183,12 @@ pub struct Recording {
 
 #[derive(Default)]
 struct Samples {
+    /// The tree's root: its descendants are the tree.
+    root: u32,
+    /// Whether the root itself is in the tree (it is the app, not the
+    /// recorder); the caller then names the tree's processes
+    /// ([`LaunchWatch::sample`]) and /proc is never scanned for descendants.
+    root_in_tree: bool,
     peak_anon_kb: u64,
     last_footprint_kb: u64,
     count: u64,
@@ -200,12 +206,15 @@ impl Samples {
     /// and reads mappings; otherwise the pids known so far are used.
     fn take(&mut self, proc_root: &Path, known: &BTreeSet<u32>, full: bool) {
         let me = std::process::id();
-        if full {
-            if let Ok(tree) = descendants(proc_root, me) {
-                self.pids.extend(tree.into_iter().filter(|p| *p != me));
+        let root = (!self.root_in_tree).then_some(self.root);
+        let outside = |p: &u32| *p == me || Some(*p) == root;
+        if full && !self.root_in_tree {
+            if let Ok(tree) = descendants(proc_root, self.root) {
+                self.pids.extend(tree.into_iter().filter(|p| !outside(p)));
             }
         }
-        self.pids.extend(known.iter().copied().filter(|p| *p != me));
+        self.pids
+            .extend(known.iter().copied().filter(|p| !outside(p)));
         let (mut anon, mut foot, mut any) = (0u64, 0u64, false);
         let mut gone = Vec::new();
         let pids: Vec<u32> = self.pids.iter().copied().collect();
@@ -351,8 +360,13 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
             return Err(RecordError::ReadyFileExists(f.clone()));
         }
     }
-    let watcher = fanotify::Watcher::start(&opts.proc_root, opts.cold, opts.watch_reads)
-        .map_err(RecordError::Fanotify)?;
+    let watcher = fanotify::Watcher::start(
+        &opts.proc_root,
+        fanotify::Tree::Children,
+        opts.cold,
+        opts.watch_reads,
+    )
+    .map_err(RecordError::Fanotify)?;
     let watched: Vec<String> = watcher
         .marked
         .iter()
@@ -402,7 +416,10 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
         });
     }
 
-    let mut samples = Samples::default();
+    let mut samples = Samples {
+        root: std::process::id(),
+        ..Default::default()
+    };
     let sample_every = Duration::from_millis(opts.sample_ms.max(1));
     // Readiness is polled at a finer tick than memory is sampled, so the
     // measured launch time does not depend on the sample interval.
@@ -457,19 +474,45 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
     kill_tree(&mut child, &pids, opts.keep_running && outcome.is_ok());
     outcome?;
     let seen = seen?;
-
-    // Residency after the window, for every file the tree opened.
-    let page = residency::page_bytes();
-    let mut summary = RecordSummary {
-        files_seen: seen.files.len(),
-        files_dropped: seen.dropped,
+    let summary = RecordSummary {
         processes: pids.len(),
-        samples: samples.count,
         exit_code: exit_status.and_then(|s| s.code()),
         watched_mounts: watched,
-        overflowed: seen.overflowed,
         ..Default::default()
     };
+    observe(seen, samples, start, launch_ms, at_unix_ms, summary, None)
+}
+
+/// The observation of a finished window: ranges each file of the tree
+/// brought into the page cache (residency after the window against the
+/// residency before the tree's first open), files reached only through
+/// mappings, and the memory samples. `credit`: the app's profile, whose
+/// ranges of a file the tree opened count as seen when they are resident
+/// at the end (the daemon preloaded them, so they were not brought in by
+/// the app, but the app opened the file again; see [`LaunchWatch`]).
+fn observe(
+    seen: fanotify::WatchResult,
+    samples: Samples,
+    start: Instant,
+    launch_ms: u64,
+    at_unix_ms: u64,
+    mut summary: RecordSummary,
+    credit: Option<&LaunchProfile>,
+) -> Result<Recording, RecordError> {
+    // Residency after the window, for every file the tree opened.
+    let page = residency::page_bytes();
+    summary.files_seen = seen.files.len();
+    summary.files_dropped = seen.dropped;
+    summary.samples = samples.count;
+    summary.overflowed = seen.overflowed;
+    let credited: BTreeMap<&str, Vec<ByteRange>> = credit
+        .map(|p| {
+            p.active_files()
+                .into_iter()
+                .map(|f| (f.path, f.ranges))
+                .collect()
+        })
+        .unwrap_or_default();
     let mut files: Vec<ObservedFile> = Vec::new();
     let mut seen_paths: BTreeSet<String> = BTreeSet::new();
     for f in seen.files.into_values() {
@@ -494,7 +537,13 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
             continue;
         }
         let after = residency::residency(fd, f.size_at_open).unwrap_or_default();
-        let ranges = residency::newly_resident_ranges(&f.before, &after, page, f.size_at_open);
+        let mut ranges = residency::newly_resident_ranges(&f.before, &after, page, f.size_at_open);
+        if let Some(known) = credited.get(f.path.as_str()) {
+            let resident = residency::resident_ranges(&after, page, f.size_at_open);
+            let mut all = ranges;
+            all.extend(residency::intersect(&resident, known));
+            ranges = coalesce(all);
+        }
         if ranges.is_empty() {
             summary.files_already_cached += 1;
             continue;
@@ -561,6 +610,129 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
         },
         summary,
     })
+}
+
+/// Records a launch the caller did not start (the daemon's on-the-fly
+/// learning): the same fanotify watcher and residency diff as
+/// [`record_launch`], on the tree of an already running process `root`
+/// (the exec'ed app; its descendants join as they open files), never
+/// dropping anything from the page cache. The caller decides when the
+/// launch window ends (readiness inferred or notified) and calls
+/// [`LaunchWatch::sample`] on its own tick for M_sum.
+///
+/// What it sees differs from `appflow record --cold` in two ways, both
+/// documented in docs/daemon.md: opens the app made between its exec and
+/// the watch's start are missed (the watch starts when the exec event is
+/// handled, typically within a millisecond); and a range the daemon's
+/// preloader brought in before the app's first open of the file is not
+/// *brought in by the app*. Ranges of the app's current profile in a file
+/// the app opened again, resident at the end of the window, are therefore
+/// counted as seen; a file the app stops opening ages out of the profile by
+/// the majority rule.
+pub struct LaunchWatch {
+    watcher: fanotify::Watcher,
+    proc_root: PathBuf,
+    root: u32,
+    start: Instant,
+    at_unix_ms: u64,
+    samples: Samples,
+    full_scans: FullScans,
+}
+
+impl LaunchWatch {
+    /// Starts watching `root` and its descendants (the launch began at
+    /// `start`). Needs root (fanotify permission events).
+    pub fn start(proc_root: &Path, root: u32, start: Instant) -> Result<Self, RecordError> {
+        let watcher = fanotify::Watcher::start(proc_root, fanotify::Tree::Of(root), false, false)
+            .map_err(RecordError::Fanotify)?;
+        let at_unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+            .saturating_sub(start.elapsed().as_millis() as u64);
+        let w = Self {
+            watcher,
+            proc_root: proc_root.to_path_buf(),
+            root,
+            start,
+            at_unix_ms,
+            samples: Samples {
+                root,
+                root_in_tree: true,
+                ..Default::default()
+            },
+            full_scans: FullScans::new(Instant::now()),
+        };
+        Ok(w)
+    }
+
+    /// The watched process.
+    pub fn root(&self) -> u32 {
+        self.root
+    }
+
+    /// Adds processes the caller knows are in the tree (children forked by
+    /// it), so their opens count without a walk of their parent chain.
+    pub fn add_pids(&self, pids: &[u32]) {
+        if let Ok(mut t) = self.watcher.tree.lock() {
+            t.extend(pids.iter().copied());
+        }
+    }
+
+    /// One memory sample of the tree (its /proc/PID/status counters; its
+    /// mappings at doubling intervals). `pids`: the tree's processes as the
+    /// caller knows them (the daemon's detector follows forks and execs),
+    /// so /proc is not scanned for descendants.
+    pub fn sample(&mut self, pids: &[u32]) {
+        self.add_pids(pids);
+        let known = self
+            .watcher
+            .tree
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default();
+        let full = self.full_scans.due(Instant::now());
+        self.samples.take(&self.proc_root, &known, full);
+    }
+
+    /// Ends the window after a launch of `launch_ms` and returns what it
+    /// showed; `profile` is the app's profile before this launch (see the
+    /// type's documentation).
+    pub fn finish(
+        mut self,
+        launch_ms: u64,
+        profile: Option<&LaunchProfile>,
+    ) -> Result<Recording, RecordError> {
+        let known = self
+            .watcher
+            .tree
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default();
+        self.samples.take(&self.proc_root, &known, true);
+        let seen = self.watcher.finish()?;
+        let mut pids = self.samples.pids.clone();
+        pids.extend(&self.samples.exited);
+        pids.extend(&seen.tree_pids);
+        let summary = RecordSummary {
+            processes: pids.len(),
+            ..Default::default()
+        };
+        observe(
+            seen,
+            self.samples,
+            self.start,
+            launch_ms,
+            self.at_unix_ms,
+            summary,
+            profile,
+        )
+    }
+
+    /// Stops watching and discards what was seen.
+    pub fn abandon(self) {
+        let _ = self.watcher.finish();
+    }
 }
 
 #[cfg(test)]

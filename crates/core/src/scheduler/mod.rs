@@ -445,6 +445,11 @@ impl Scheduler {
         self.profiles.contains_key(app)
     }
 
+    /// The profile of `app`, if any.
+    pub fn profile(&self, app: &str) -> Option<&LaunchProfile> {
+        self.profiles.get(app)
+    }
+
     /// The app whose event announced exactly this process instance, if any.
     pub fn app_of_announced(&self, id: ProcId) -> Option<&str> {
         self.apps

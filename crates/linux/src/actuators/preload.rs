@@ -95,6 +95,9 @@ pub struct WorkerReply {
     /// The worker's pid (ready).
     #[serde(default)]
     pub pid: u32,
+    /// How a load's spans are held (loaded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<Hold>,
 }
 
 // ---------------------------------------------------------------- worker side
@@ -214,6 +217,7 @@ impl Worker {
         let mut r = WorkerReply {
             op: "loaded".into(),
             app: app.into(),
+            hold: Some(hold),
             ..Default::default()
         };
         let mut files: BTreeMap<&str, Option<(std::fs::File, u64)>> = BTreeMap::new();
@@ -419,6 +423,9 @@ pub struct WorkerStats {
     pub errors: u64,
     /// Last completed load: (app, bytes read, ms).
     pub last_load: Option<(String, u64, u64)>,
+    /// Per app, its last completed launch stream (`Hold::Protect` load):
+    /// (the value of `loads` once it completed, bytes read).
+    pub last_stream: BTreeMap<String, (u64, u64)>,
     /// False once the worker has exited.
     pub alive: bool,
 }
@@ -542,6 +549,10 @@ impl WorkerClient {
                             s.aborted_loads += 1;
                         }
                         s.last_load = Some((r.app.clone(), r.bytes_read, r.ms));
+                        if r.hold == Some(Hold::Protect) {
+                            let n = s.loads;
+                            s.last_stream.insert(r.app.clone(), (n, r.bytes_read));
+                        }
                         tracing::info!(app = %r.app, bytes = r.bytes_read, ms = r.ms,
                             aborted = r.aborted, errors = r.errors, "preload worker: load done");
                     }

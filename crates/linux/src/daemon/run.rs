@@ -9,18 +9,20 @@
 //! /proc, plus comm/exe/cmdline of new pids) runs every `scan_interval_ms`.
 //! Requests from the socket are served between ticks on the loop thread.
 
+use super::detection::{self, Action, DetectSetup, Detection};
 use super::metrics::{self, Gauges, Metrics, Trace};
 use super::{Decision, DomainSample, Mechs, ProcId, ProcInfo, Record, Scheduler};
 use crate::actuators::kill::LiveKiller;
 use crate::actuators::preload::{WorkerClient, WorkerPlacement};
 use crate::actuators::reclaim::{LiveReclaim, SwappinessTarget};
 use crate::actuators::{read_start_time, Features};
-use crate::config::{AppDecl, Config, DomainKind};
+use crate::config::{Config, DomainKind};
 use crate::journal::Journal;
 use crate::lock::StateLock;
 use crate::readers::{self, CgroupVersion, MemCgroup};
 use crate::socket::{error_reply, ControlServer, Incoming, Request};
 use crate::store::{remove_stale_temp_files, write_atomic, ProfileStore, PROFILES_DIR};
+use appflow_core::detect::{Matchers, Notice, ProcObservation};
 use appflow_core::mechanism::PreloadMechanism;
 use appflow_core::reclaim::ReclaimMode;
 use appflow_core::storage::ThroughputCurve;
@@ -143,23 +145,6 @@ pub fn cgroup_tree_pids(root: &Path) -> Vec<u32> {
     out
 }
 
-/// The cgroup path as /proc/PID/cgroup shows it: the part after the
-/// controller's mount point (`/sys/fs/cgroup/memory/a/b` → `/a/b`).
-pub fn cgroup_relative(path: &str) -> String {
-    let p = path.trim_end_matches('/');
-    if let Some(rest) = p.strip_prefix("/sys/fs/cgroup/") {
-        // v1: skip the controller directory; the unified mount likewise.
-        match rest.split_once('/') {
-            Some((_, r)) => format!("/{r}"),
-            None => "/".into(),
-        }
-    } else if p.is_empty() {
-        "/".into()
-    } else {
-        p.to_string()
-    }
-}
-
 #[derive(Debug, Clone)]
 struct ProcEntry {
     start_time: u64,
@@ -169,29 +154,12 @@ struct ProcEntry {
     oom_score_adj: i32,
 }
 
-struct AppMatcher {
-    name: String,
-    exe: Option<PathBuf>,
-    cmdline: Option<regex::Regex>,
-    cgroup: Option<String>,
-}
-
-impl AppMatcher {
-    fn new(a: &AppDecl) -> Self {
-        Self {
-            name: a.name.clone(),
-            exe: (!a.exe.is_empty()).then(|| PathBuf::from(&a.exe)),
-            cmdline: (!a.cmdline.is_empty())
-                .then(|| regex::Regex::new(&a.cmdline).expect("validated")),
-            cgroup: (!a.cgroup.is_empty()).then(|| cgroup_relative(&a.cgroup)),
-        }
-    }
-}
-
 /// Scans the domain's processes and recognises apps.
 struct Scanner {
     proc_root: PathBuf,
-    matchers: Vec<AppMatcher>,
+    matchers: Matchers,
+    /// Some declared app is matched by its cgroup.
+    by_cgroup: bool,
     cache: BTreeMap<u32, ProcEntry>,
 }
 
@@ -200,34 +168,25 @@ impl Scanner {
         if self.matchers.is_empty() {
             return None;
         }
-        let exe = readers::read_exe(&self.proc_root, pid).ok();
+        let exe = readers::read_exe(&self.proc_root, pid)
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned());
         let cmd = readers::read_cmdline(&self.proc_root, pid)
             .ok()
             .map(|v| v.join(" "));
-        let cgroups = if self.matchers.iter().any(|m| m.cgroup.is_some()) {
+        let cgroups = if self.by_cgroup {
             std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("cgroup")).ok()
         } else {
             None
         };
-        self.matchers.iter().find_map(|m| {
-            let by_exe = m.exe.as_ref().is_some_and(|e| exe.as_ref() == Some(e));
-            let by_cmd = m
-                .cmdline
-                .as_ref()
-                .is_some_and(|r| cmd.as_ref().is_some_and(|c| !c.is_empty() && r.is_match(c)));
-            let by_cg = m.cgroup.as_ref().is_some_and(|want| {
-                cgroups.as_ref().is_some_and(|t| {
-                    t.lines().any(|l| {
-                        let mut f = l.splitn(3, ':');
-                        let (_, ctrl, path) =
-                            (f.next(), f.next().unwrap_or(""), f.next().unwrap_or(""));
-                        (ctrl.is_empty() || ctrl.split(',').any(|c| c == "memory"))
-                            && (path == want || path.starts_with(&format!("{want}/")))
-                    })
-                })
-            });
-            (by_exe || by_cmd || by_cg).then(|| m.name.clone())
-        })
+        let obs = ProcObservation {
+            exe: exe.as_deref(),
+            cmdline: cmd.as_deref(),
+            cgroup: cgroups.as_deref(),
+        };
+        self.matchers
+            .match_process(&obs)
+            .map(|i| self.matchers.name(i).to_string())
     }
 
     /// Re-scans `pids`; returns the processes with their apps.
@@ -399,6 +358,9 @@ pub struct Runtime {
     rx: mpsc::Receiver<Incoming>,
     procs: Vec<ProcInfo>,
     start: Instant,
+    /// Launch detection and on-the-fly profiles (`[detect]`), when enabled
+    /// and apps are declared.
+    detection: Option<Detection>,
     profiles_stamp: Option<Option<(SystemTime, usize)>>,
     sample_errors: u64,
     /// How to (re)start the worker: program, arguments, placement.
@@ -522,6 +484,7 @@ impl Runtime {
         }
         let curve = load_curve(&cfg.daemon.state_dir);
         let declared: Vec<String> = cfg.apps.iter().map(|a| a.name.clone()).collect();
+        let curve_for_detection = curve.clone();
         let sched = Scheduler::new(cfg.scheduler_config(), curve, &declared, &self_pids);
         let trace = Trace::new(!cfg.daemon.trace_file.as_os_str().is_empty());
         let record_log = if cfg.daemon.record_file.as_os_str().is_empty() || dry {
@@ -537,12 +500,43 @@ impl Runtime {
         };
         let (tx, rx) = mpsc::channel();
         let server = ControlServer::bind_with(&cfg.daemon.socket, tx, dry)?;
+        let specs = detection::specs(&cfg.apps);
         let scanner = Scanner {
             proc_root: proc_root.clone(),
-            matchers: cfg.apps.iter().map(AppMatcher::new).collect(),
+            matchers: detection::compile_matchers(&specs, &proc_root)?,
+            by_cgroup: cfg.apps.iter().any(|a| !a.cgroup.is_empty()),
             cache: BTreeMap::new(),
         };
         let store = ProfileStore::open(&cfg.daemon.state_dir);
+        let start = Instant::now();
+        let detection = if cfg.detect.enabled && !cfg.apps.is_empty() {
+            let d = Detection::new(&DetectSetup {
+                apps: &specs,
+                proc_root: &proc_root,
+                domain_cgroup: match &domain {
+                    Domain::Cgroup(cg) => Some(cg.path.as_path()),
+                    Domain::System => None,
+                },
+                quiet_floor_pages_per_s: cfg.detect.quiet_floor_pages_per_s,
+                quiet_ms: cfg.detect.quiet_ms,
+                launch_timeout_ms: cfg.daemon.launch_timeout_ms,
+                tick_ms: cfg.daemon.tick_ms,
+                learn: cfg.detect.learn_profiles && !dry,
+                curve: &curve_for_detection,
+                origin: start,
+            })?;
+            let r = d.readiness();
+            tracing::info!(
+                source = d.stats.source,
+                quiet_floor_pages_per_s = r.quiet_floor_pages_per_s,
+                quiet_ms = r.quiet_ms,
+                learn = cfg.detect.learn_profiles && !dry,
+                "launch detection on"
+            );
+            Some(d)
+        } else {
+            None
+        };
         Ok(Self {
             cfg,
             domain,
@@ -560,7 +554,8 @@ impl Runtime {
             server: Some(server),
             rx,
             procs: Vec::new(),
-            start: Instant::now(),
+            start,
+            detection,
             profiles_stamp: None,
             sample_errors: 0,
             worker_spawn,
@@ -586,6 +581,9 @@ impl Runtime {
                     skipped = skipped.len(),
                     "profiles loaded"
                 );
+                if let Some(d) = self.detection.as_mut() {
+                    d.set_profiles(&profiles);
+                }
                 self.sched.set_profiles(profiles);
             }
             Err(e) => {
@@ -600,6 +598,13 @@ impl Runtime {
             Domain::Cgroup(cg) => cgroup_tree_pids(&cg.path),
         };
         self.procs = self.scanner.scan(&pids, &self.sched, full);
+        if let Some(d) = &self.detection {
+            // Processes the detector attributed (children of a detected
+            // launch that run another program), by identity.
+            for p in self.procs.iter_mut().filter(|p| p.app.is_none()) {
+                p.app = d.app_of(p.pid, p.start_time).map(str::to_string);
+            }
+        }
         for p in &self.procs {
             if p.app.is_some() {
                 self.killer.expect(p.pid, p.start_time);
@@ -639,6 +644,7 @@ impl Runtime {
 
     fn tick(&mut self) {
         self.respawn_worker_if_dead();
+        self.detect_step();
         let now = self.now_ms();
         let s = match sample_domain(&self.domain, &self.cfg.daemon.proc_root, now) {
             Ok(s) => s,
@@ -673,6 +679,98 @@ impl Runtime {
         let killed: Vec<String> = self.killed_apps.drain(..).collect();
         self.procs
             .retain(|p| p.app.as_ref().is_none_or(|a| !killed.contains(a)));
+    }
+
+    /// The domain's processes now (cgroup.procs of the tree, or /proc).
+    fn domain_pids(&self) -> Vec<u32> {
+        match &self.domain {
+            Domain::System => readers::list_pids(&self.cfg.daemon.proc_root).unwrap_or_default(),
+            Domain::Cgroup(cg) => cgroup_tree_pids(&cg.path),
+        }
+    }
+
+    /// Launch detection's part of a tick: kernel events to the detector,
+    /// its conclusions to the scheduler as the events `notify` would send.
+    fn detect_step(&mut self) {
+        let Some(mut d) = self.detection.take() else {
+            return;
+        };
+        let now = self.now_ms();
+        let ws = self.worker.stats();
+        let actions = {
+            let pids = || self.domain_pids();
+            let store = &self.store;
+            let profile_of = |a: &str| store.load(a).ok().flatten();
+            d.tick(now, &pids, &ws, &profile_of)
+        };
+        self.detection = Some(d);
+        self.act_on_detection(actions);
+    }
+
+    fn act_on_detection(&mut self, actions: Vec<Action>) {
+        for a in actions {
+            let now_ms = self.now_ms();
+            let (event, app, proc_id) = match a {
+                Action::Launch {
+                    app,
+                    pid,
+                    start_time,
+                } => {
+                    if self.sched.is_launching(&app) {
+                        continue; // a launcher announced it already
+                    }
+                    (
+                        super::EventKind::Launch,
+                        app,
+                        Some(ProcId { pid, start_time }),
+                    )
+                }
+                Action::Launched { app } => {
+                    if !self.sched.is_launching(&app) {
+                        continue; // a launcher said so already
+                    }
+                    (super::EventKind::Launched, app, None)
+                }
+                Action::Exited { app } => (super::EventKind::Exit, app, None),
+                Action::Recorded { app, recording } => {
+                    let s = &recording.summary;
+                    match self.store.record(&app, &recording.observation) {
+                        Ok(p) => {
+                            tracing::info!(
+                                app,
+                                launches = p.launches,
+                                files = s.files_recorded,
+                                bytes = s.bytes_brought_in,
+                                launch_ms = recording.observation.launch_ms,
+                                "launch recorded into the profile"
+                            );
+                            if let Some(d) = self.detection.as_mut() {
+                                d.note_recorded();
+                            }
+                            // Reload now: the plan is re-solved with it.
+                            self.profiles_stamp = None;
+                            self.reload_profiles();
+                        }
+                        Err(e) => {
+                            tracing::warn!(app, error = %e, "recorded launch not stored")
+                        }
+                    }
+                    continue;
+                }
+            };
+            let rec = Record::Event {
+                now_ms,
+                event,
+                app,
+                proc_id,
+            };
+            if let Err(e) = self.apply(&rec) {
+                tracing::warn!(error = %e, "detected event refused");
+            }
+            if event == super::EventKind::Launch {
+                self.scan(false);
+            }
+        }
     }
 
     /// Applies one record to the scheduler with the live mechanisms, logs it
@@ -769,8 +867,17 @@ impl Runtime {
                     .plan()
                     .and_then(|p| p.apps.iter().find(|x| &x.app == a))
                     .map(|x| x.chosen);
+                let det = self
+                    .detection
+                    .as_ref()
+                    .map(|d| d.report(a))
+                    .unwrap_or_default();
                 json!({
                     "name": a,
+                    "launches_detected": det.launches_detected,
+                    "profile_launches": self.sched.profile(a).map_or(0, |p| p.launches),
+                    "last_launch_ms": det.last_launch_ms,
+                    "last_launch_stream_bytes": det.last_launch_stream_bytes,
                     "pids": pids,
                     "foreground": self.sched.foreground() == Some(a.as_str()),
                     "launching": self.sched.is_launching(a),
@@ -813,6 +920,14 @@ impl Runtime {
                 "worker_alive": ws.alive,
             },
             "foreground": self.sched.foreground(),
+            "detect": self.detection.as_ref().map(|d| {
+                let r = d.readiness();
+                json!({
+                    "stats": d.stats,
+                    "quiet_floor_pages_per_s": r.quiet_floor_pages_per_s,
+                    "quiet_ms": r.quiet_ms,
+                })
+            }),
             "apps": apps,
             "processes": self.procs.len(),
             "reclaim": {
@@ -877,13 +992,27 @@ impl Runtime {
                         },
                     }
                     .and_then(|proc_id| {
+                        let detected = self
+                            .detection
+                            .as_ref()
+                            .is_some_and(|d| d.is_launching(&app));
                         let rec = Record::Event {
                             now_ms,
                             event,
-                            app,
+                            app: app.clone(),
                             proc_id,
                         };
-                        self.apply(&rec).map_err(|e| e.to_string())
+                        let msg = if event == super::EventKind::Launch
+                            && detected
+                            && self.sched.is_launching(&app)
+                        {
+                            // Detected at its exec: streaming already.
+                            format!("{app} launching (detected at its exec)")
+                        } else {
+                            self.apply(&rec).map_err(|e| e.to_string())?
+                        };
+                        self.notify_detection(event, &app, proc_id, now_ms);
+                        Ok(msg)
                     })
                 });
                 match result {
@@ -910,6 +1039,43 @@ impl Runtime {
         let _ = inc.reply.send(reply);
     }
 
+    /// A launcher's notification overrides inference: the detector learns
+    /// it (a notified `launched` ends an inferred launch and its recording).
+    fn notify_detection(
+        &mut self,
+        event: super::EventKind,
+        app: &str,
+        proc_id: Option<ProcId>,
+        now_ms: u64,
+    ) {
+        use super::EventKind as E;
+        let notice = match event {
+            E::Launch => Notice::Launch,
+            E::Launched => Notice::Launched,
+            E::Foreground => Notice::Foreground,
+            E::Background => Notice::Background,
+            E::Exit => return, // exits come from the kernel
+        };
+        let Some(mut d) = self.detection.take() else {
+            return;
+        };
+        let loads = self.worker.stats().loads;
+        let actions = {
+            let store = &self.store;
+            let profile_of = |a: &str| store.load(a).ok().flatten();
+            d.notify(
+                app,
+                notice,
+                proc_id.map(|p| (p.pid, p.start_time)),
+                now_ms,
+                loads,
+                &profile_of,
+            )
+        };
+        self.detection = Some(d);
+        self.act_on_detection(actions);
+    }
+
     fn write_outputs(&mut self, final_write: bool, last_trace: &mut Instant) {
         if !self.cfg.daemon.metrics_file.as_os_str().is_empty() {
             let text = self.metrics_text();
@@ -934,6 +1100,10 @@ impl Runtime {
         let scan_every = self.cfg.daemon.scan_interval_ms;
         self.reload_profiles();
         self.scan(true);
+        if let Some(mut d) = self.detection.take() {
+            d.adopt_running(&self.domain_pids());
+            self.detection = Some(d);
+        }
         let mut last_scan = 0u64;
         let mut last_out = Instant::now();
         let mut last_trace = Instant::now();
@@ -990,6 +1160,7 @@ impl Runtime {
 
     fn shutdown(&mut self, last_trace: &mut Instant) -> anyhow::Result<()> {
         tracing::info!("appflow daemon stopping: releasing preloads, restoring settings");
+        self.detection = None;
         if let Some(s) = self.server.take() {
             s.shutdown();
         }
@@ -1017,17 +1188,6 @@ impl Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cgroup_paths_relative_to_the_mount() {
-        assert_eq!(
-            cgroup_relative("/sys/fs/cgroup/memory/appflow-bench/a"),
-            "/appflow-bench/a"
-        );
-        assert_eq!(cgroup_relative("/sys/fs/cgroup/unified/x/"), "/x");
-        assert_eq!(cgroup_relative("/sys/fs/cgroup/memory"), "/");
-        assert_eq!(cgroup_relative("/a/b"), "/a/b");
-    }
 
     #[test]
     fn system_sample_reads_this_machine() {

@@ -92,6 +92,17 @@ pub(crate) struct WatchResult {
     pub dropped: u64,
 }
 
+/// Which processes form the recorded tree.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Tree {
+    /// Descendants of this process (`appflow record` spawns the app; this
+    /// process is made a child subreaper, so orphans stay descendants).
+    Children,
+    /// The process `pid` and its descendants (the daemon records an app it
+    /// did not start; this process and its other children are never in it).
+    Of(u32),
+}
+
 /// A running watcher thread.
 pub(crate) struct Watcher {
     stop: Arc<AtomicBool>,
@@ -134,9 +145,9 @@ fn raise_nofile() -> u64 {
 impl Watcher {
     /// Creates the fanotify group, marks every storage-backed filesystem and
     /// starts answering events. `watch_reads` adds `FAN_ACCESS` notifications
-    /// (one per read syscall of every process on the machine while recording). Descendants of this process (the recorder is
-    /// made a child subreaper, so orphans stay descendants) form the tree.
-    pub fn start(proc_root: &Path, cold: bool, watch_reads: bool) -> io::Result<Self> {
+    /// (one per read syscall of every process on the machine while recording).
+    /// `tree` says which processes are recorded.
+    pub fn start(proc_root: &Path, tree: Tree, cold: bool, watch_reads: bool) -> io::Result<Self> {
         // SAFETY: plain syscalls; results checked.
         let raw = unsafe {
             libc::fanotify_init(
@@ -198,20 +209,22 @@ impl Watcher {
                 "fanotify: no filesystem could be marked (FAN_MARK_FILESYSTEM needs CAP_SYS_ADMIN)",
             ));
         }
-        // SAFETY: prctl with documented arguments.
-        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+        if matches!(tree, Tree::Children) {
+            // SAFETY: prctl with documented arguments.
+            unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+        }
         let keep_cap = raise_nofile().saturating_sub(256) as usize;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
-        let tree = Arc::new(Mutex::new(BTreeSet::new()));
-        let tree2 = tree.clone();
+        let members = Membership::new(tree);
+        let shared = members.shared.clone();
         let proc_root = proc_root.to_path_buf();
         let handle = std::thread::Builder::new()
             .name("appflow-fanotify".into())
-            .spawn(move || event_loop(fan, &proc_root, cold, keep_cap, &stop2, &tree2))?;
+            .spawn(move || event_loop(fan, &proc_root, cold, keep_cap, &stop2, members))?;
         Ok(Self {
             stop,
-            tree,
+            tree: shared,
             handle,
             marked,
         })
@@ -248,12 +261,29 @@ fn allow(fan: RawFd, fd: RawFd) {
 /// a new child of the tree is still recognised when it opens a file.
 struct Membership {
     self_pid: u32,
+    /// A process whose children are in the tree (this one, `Tree::Children`).
+    anchor: Option<u32>,
     known: BTreeSet<u32>,
     outside: BTreeSet<u32>,
     shared: Arc<Mutex<BTreeSet<u32>>>,
 }
 
 impl Membership {
+    fn new(tree: Tree) -> Self {
+        let self_pid = std::process::id();
+        let (anchor, known) = match tree {
+            Tree::Children => (Some(self_pid), BTreeSet::new()),
+            Tree::Of(root) => (None, BTreeSet::from([root])),
+        };
+        Self {
+            self_pid,
+            anchor,
+            shared: Arc::new(Mutex::new(known.clone())),
+            known,
+            outside: BTreeSet::new(),
+        }
+    }
+
     fn check(&mut self, proc_root: &Path, pid: u32, perm: bool) -> bool {
         if pid == self.self_pid || pid == 0 {
             return false;
@@ -261,7 +291,23 @@ impl Membership {
         if self.known.contains(&pid) {
             return true;
         }
-        if !perm && self.outside.contains(&pid) {
+        // `Tree::Of`: the caller adds the tree's new processes (from the
+        // kernel's fork events) to the shared set, so it is checked first,
+        // and a process found outside stays outside: without this every
+        // open on the machine walked its parent chain through /proc while
+        // the daemon recorded (a loaded machine queued the app's own opens
+        // behind thousands of others'). A pid reused by a new child of the
+        // tree is recognised once the caller has added it.
+        let of_tree = self.anchor.is_none();
+        if of_tree {
+            if let Ok(s) = self.shared.lock() {
+                if s.contains(&pid) {
+                    self.known.extend(s.iter().copied());
+                    return true;
+                }
+            }
+        }
+        if (!perm || of_tree) && self.outside.contains(&pid) {
             return false;
         }
         let mut chain = vec![pid];
@@ -271,7 +317,7 @@ impl Membership {
             let Ok(ppid) = read_ppid(proc_root, cur) else {
                 break;
             };
-            if ppid == self.self_pid || self.known.contains(&ppid) {
+            if Some(ppid) == self.anchor || self.known.contains(&ppid) {
                 inside = true;
                 break;
             }
@@ -299,7 +345,7 @@ fn event_loop(
     cold: bool,
     keep_cap: usize,
     stop: &AtomicBool,
-    shared: &Arc<Mutex<BTreeSet<u32>>>,
+    mut members: Membership,
 ) -> io::Result<WatchResult> {
     // Every open on the machine waits for this thread while it records:
     // run it ahead of ordinary work (nice -10) to keep that wait short.
@@ -307,12 +353,6 @@ fn event_loop(
     unsafe {
         libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10);
     }
-    let mut members = Membership {
-        self_pid: std::process::id(),
-        known: BTreeSet::new(),
-        outside: BTreeSet::new(),
-        shared: shared.clone(),
-    };
     let mut res = WatchResult::default();
     let mut kept = 0usize;
     let mut buf = vec![0u8; 64 * 1024];
