@@ -224,8 +224,18 @@ impl Sim<'_> {
             let Some(target) = self.st[a].standby_target else {
                 continue;
             };
-            if self.st[a].held == target {
-                // Every wanted page is held: nothing to move or read.
+            let s = &self.st[a];
+            let idle = s.held == target
+                || (self.free_pages() <= self.low_pages()
+                    && s.own.iter().all(|c| c[0] == 0 && c[1] == 0)
+                    && s.held
+                        .iter()
+                        .zip(&target)
+                        .all(|(h, w)| h[0] <= w[0] && h[1] <= w[1]));
+            if idle {
+                // Every wanted page is held, or nothing can change: no page
+                // held beyond the target, none of the app's own pages to
+                // take over, and no free page to read into.
                 continue;
             }
             for k in 0..CHUNKS {
