@@ -442,11 +442,13 @@ pub fn kill_cgroup_procs(path: &Path, timeout: Duration) -> bool {
     })
 }
 
-fn run_cmd(cmd: &str, args: &[&str]) -> Result<String> {
+/// Runs a system tool and returns its trimmed stdout; fails naming the
+/// command and its stderr.
+pub(crate) fn run_cmd(cmd: &str, args: &[&str]) -> Result<String> {
     let out = std::process::Command::new(cmd)
         .args(args)
         .output()
-        .with_context(|| format!("running {cmd} (is it installed?)"))?;
+        .with_context(|| format!("running {cmd} (install util-linux / e2fsprogs)"))?;
     if !out.status.success() {
         bail!(
             "{cmd} {}: {}",

@@ -101,21 +101,6 @@ fn write(path: &Path, v: &str) -> Result<()> {
     std::fs::write(path, v).with_context(|| format!("writing {v:?} to {}", path.display()))
 }
 
-fn run(cmd: &str, args: &[&str]) -> Result<String> {
-    let out = std::process::Command::new(cmd)
-        .args(args)
-        .output()
-        .with_context(|| format!("running {cmd} (install util-linux / e2fsprogs)"))?;
-    if !out.status.success() {
-        bail!(
-            "{cmd} {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
 /// Removes leftovers of earlier runs. Refuses when another live testbed owns them.
 /// Returns what was removed.
 pub fn cleanup(roots: &Roots) -> Result<Vec<Resource>> {
@@ -169,7 +154,7 @@ impl Domain {
         f.set_len(image_bytes)?;
         drop(f);
         let img = image.to_string_lossy().to_string();
-        run(
+        domain::run_cmd(
             "mkfs.ext4",
             &[
                 "-q",
@@ -182,7 +167,7 @@ impl Domain {
             ],
         )?;
         // The loop device with direct I/O (no host page cache under it).
-        let dev = run("losetup", &["-f", "--show", "--direct-io=on", &img])?;
+        let dev = domain::run_cmd("losetup", &["-f", "--show", "--direct-io=on", &img])?;
         let loop_dev = PathBuf::from(&dev);
         ledger.record(Resource::Loop {
             dev: loop_dev.clone(),
@@ -259,7 +244,7 @@ impl Domain {
         )?;
         let zdev = PathBuf::from(format!("/dev/zram{idx}"));
         let zd = zdev.to_string_lossy().to_string();
-        run("mkswap", &["-L", PREFIX, &zd])?;
+        domain::run_cmd("mkswap", &["-L", PREFIX, &zd])?;
         let c = std::ffi::CString::new(zd.as_bytes())?;
         // SWAP_FLAG_PREFER | priority 32767 (preferred over any other swap).
         let flags = 0x8000 | 32767;
