@@ -419,6 +419,7 @@ impl<'a> Sim<'a> {
                     footprint_bytes: Some(
                         (s.anon_total() + s.sum[Holder::Own as usize] + s.other_file) * PAGE_BYTES,
                     ),
+                    protected: false,
                 }
             })
             .collect()

@@ -14,7 +14,7 @@ use super::{Decision, DomainSample, Mechs, ProcId, ProcInfo, Record, Scheduler};
 use crate::actuators::kill::LiveKiller;
 use crate::actuators::preload::{WorkerClient, WorkerPlacement};
 use crate::actuators::reclaim::{LiveReclaim, SwappinessTarget};
-use crate::actuators::{read_start_time, Features};
+use crate::actuators::{pidfds_exited, pin_instance, read_start_time, Features, Pinned};
 use crate::config::{AppDecl, Config, DomainKind};
 use crate::journal::Journal;
 use crate::lock::StateLock;
@@ -160,13 +160,20 @@ pub fn cgroup_relative(path: &str) -> String {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct ProcEntry {
     start_time: u64,
     comm: String,
     ppid: u32,
     config_app: Option<String>,
     oom_score_adj: i32,
+    /// In a protected cgroup (`[killer] protected_cgroups`).
+    protected: bool,
+    /// The app it was attributed to in the latest scan.
+    app: Option<String>,
+    /// A pidfd of this instance, held while it is an app's process: when it
+    /// polls readable the instance is gone and its pid may be another's.
+    pidfd: Option<std::os::fd::OwnedFd>,
 }
 
 struct AppMatcher {
@@ -192,11 +199,44 @@ impl AppMatcher {
 struct Scanner {
     proc_root: PathBuf,
     matchers: Vec<AppMatcher>,
+    /// `[killer] protected_cgroups`, relative to the controller's mount.
+    protected_cgroups: Vec<String>,
     cache: BTreeMap<u32, ProcEntry>,
 }
 
+/// Is a process whose /proc/PID/cgroup text is `cgroups` in the memory
+/// cgroup `want` (relative to the mount, as [`cgroup_relative`] gives it)
+/// or below it? v1 lines name their controllers, the v2 line has none.
+fn in_memory_cgroup(cgroups: &str, want: &str) -> bool {
+    cgroups.lines().any(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctrl, path) = (f.next(), f.next().unwrap_or(""), f.next().unwrap_or(""));
+        (ctrl.is_empty() || ctrl.split(',').any(|c| c == "memory"))
+            && (path == want || path.starts_with(&format!("{want}/")))
+    })
+}
+
 impl Scanner {
-    fn identify(&self, pid: u32) -> Option<String> {
+    fn read_cgroups(&self, pid: u32) -> Option<String> {
+        std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("cgroup")).ok()
+    }
+
+    /// Is `pid` in a protected cgroup? Unreadable counts as protected: a
+    /// process the daemon cannot place is not one it may kill.
+    fn is_protected(&self, cgroups: Option<&str>) -> bool {
+        if self.protected_cgroups.is_empty() {
+            return false;
+        }
+        match cgroups {
+            Some(t) => self
+                .protected_cgroups
+                .iter()
+                .any(|w| in_memory_cgroup(t, w)),
+            None => true,
+        }
+    }
+
+    fn identify(&self, pid: u32, cgroups: Option<&str>) -> Option<String> {
         if self.matchers.is_empty() {
             return None;
         }
@@ -204,43 +244,71 @@ impl Scanner {
         let cmd = readers::read_cmdline(&self.proc_root, pid)
             .ok()
             .map(|v| v.join(" "));
-        let cgroups = if self.matchers.iter().any(|m| m.cgroup.is_some()) {
-            std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("cgroup")).ok()
-        } else {
-            None
-        };
         self.matchers.iter().find_map(|m| {
             let by_exe = m.exe.as_ref().is_some_and(|e| exe.as_ref() == Some(e));
             let by_cmd = m
                 .cmdline
                 .as_ref()
                 .is_some_and(|r| cmd.as_ref().is_some_and(|c| !c.is_empty() && r.is_match(c)));
-            let by_cg = m.cgroup.as_ref().is_some_and(|want| {
-                cgroups.as_ref().is_some_and(|t| {
-                    t.lines().any(|l| {
-                        let mut f = l.splitn(3, ':');
-                        let (_, ctrl, path) =
-                            (f.next(), f.next().unwrap_or(""), f.next().unwrap_or(""));
-                        (ctrl.is_empty() || ctrl.split(',').any(|c| c == "memory"))
-                            && (path == want || path.starts_with(&format!("{want}/")))
-                    })
-                })
-            });
+            let by_cg = m
+                .cgroup
+                .as_ref()
+                .is_some_and(|want| cgroups.is_some_and(|t| in_memory_cgroup(t, want)));
             (by_exe || by_cmd || by_cg).then(|| m.name.clone())
         })
     }
 
+    /// The /proc/PID/cgroup text, when a matcher or the protection needs it.
+    fn cgroups_if_needed(&self, pid: u32) -> Option<String> {
+        let needed =
+            !self.protected_cgroups.is_empty() || self.matchers.iter().any(|m| m.cgroup.is_some());
+        needed.then(|| self.read_cgroups(pid)).flatten()
+    }
+
+    /// Forgets app processes whose instance is gone: those pinned by a
+    /// pidfd that polls readable (exited), and those without a pidfd whose
+    /// start time changed or cannot be read. A pid that was an app's is
+    /// therefore never taken for the same process again once it has been
+    /// reused, however fast the reuse (`ns_last_pid`, pid wrap-around).
+    fn forget_gone_app_processes(&mut self) {
+        let pinned: Vec<(u32, &std::os::fd::OwnedFd)> = self
+            .cache
+            .iter()
+            .filter_map(|(&p, e)| e.pidfd.as_ref().map(|fd| (p, fd)))
+            .collect();
+        let fds: Vec<&std::os::fd::OwnedFd> = pinned.iter().map(|(_, fd)| *fd).collect();
+        let exited = pidfds_exited(&fds);
+        let mut gone: Vec<u32> = pinned
+            .iter()
+            .zip(exited)
+            .filter_map(|((p, _), x)| x.then_some(*p))
+            .collect();
+        gone.extend(
+            self.cache
+                .iter()
+                .filter(|(_, e)| e.app.is_some() && e.pidfd.is_none())
+                .filter(|(&p, e)| read_start_time(&self.proc_root, p) != Some(e.start_time))
+                .map(|(&p, _)| p),
+        );
+        for p in gone {
+            self.cache.remove(&p);
+        }
+    }
+
     /// Re-scans `pids`; returns the processes with their apps.
     ///
-    /// A light scan (`full = false`) reads only pids it has not seen in the
-    /// previous scan: a pid present in consecutive scans cannot have been
-    /// reused in between (pids are allocated round-robin up to pid_max), and
-    /// the killer re-checks the start time through its pidfd before acting.
-    /// A full scan also re-reads every start time and the oom_score_adj of
-    /// app processes (before a kill decision and while rebalancing).
+    /// A light scan (`full = false`) reads only pids it does not hold: new
+    /// ones, and app processes whose instance is gone
+    /// ([`Self::forget_gone_app_processes`]; an app process is pinned by a
+    /// pidfd, so this costs one `poll`). A pid that was no app's and is
+    /// reused between two light scans keeps its old entry until the next
+    /// full scan; it stays no app's meanwhile, never a candidate. A full
+    /// scan re-reads every start time and the oom_score_adj of app
+    /// processes (before a kill decision and while rebalancing).
     fn scan(&mut self, pids: &[u32], sched: &Scheduler, full: bool) -> Vec<ProcInfo> {
         let live: BTreeSet<u32> = pids.iter().copied().collect();
         self.cache.retain(|p, _| live.contains(p));
+        self.forget_gone_app_processes();
         for &pid in pids {
             if !full && self.cache.contains_key(&pid) {
                 continue;
@@ -253,7 +321,9 @@ impl Scanner {
             if fresh {
                 let comm = readers::read_comm(&self.proc_root, pid).unwrap_or_default();
                 let ppid = readers::read_ppid(&self.proc_root, pid).unwrap_or(0);
-                let config_app = self.identify(pid);
+                let cgroups = self.cgroups_if_needed(pid);
+                let config_app = self.identify(pid, cgroups.as_deref());
+                let protected = self.is_protected(cgroups.as_deref());
                 self.cache.insert(
                     pid,
                     ProcEntry {
@@ -262,6 +332,9 @@ impl Scanner {
                         ppid,
                         config_app,
                         oom_score_adj: UNREAD_ADJ,
+                        app: None,
+                        pidfd: None,
+                        protected,
                     },
                 );
             }
@@ -294,10 +367,32 @@ impl Scanner {
         let mut out = Vec::with_capacity(apps.len());
         for (pid, app) in apps {
             let e = self.cache.get_mut(&pid).expect("present");
+            if app.is_none() {
+                e.pidfd = None;
+            } else if e.pidfd.is_none() {
+                match pin_instance(&self.proc_root, pid, e.start_time) {
+                    Pinned::Fd(fd) => e.pidfd = Some(fd),
+                    // Reused since it was read: re-read at the next scan.
+                    Pinned::Gone => {
+                        self.cache.remove(&pid);
+                        continue;
+                    }
+                    // Re-checked by start time at every scan instead.
+                    Pinned::Unavailable => {}
+                }
+            }
+            e.app = app.clone();
             if app.is_some() && (full || e.oom_score_adj == UNREAD_ADJ) {
                 e.oom_score_adj =
                     readers::read_oom_score_adj(&self.proc_root, pid).unwrap_or(e.oom_score_adj);
+                // A process may have moved into a protected cgroup since.
+                if full && !self.protected_cgroups.is_empty() {
+                    let t = self.read_cgroups(pid);
+                    let protected = self.is_protected(t.as_deref());
+                    self.cache.get_mut(&pid).expect("present").protected = protected;
+                }
             }
+            let e = self.cache.get(&pid).expect("present");
             out.push(ProcInfo {
                 pid,
                 start_time: e.start_time,
@@ -311,6 +406,7 @@ impl Scanner {
                     e.oom_score_adj
                 },
                 footprint_bytes: None,
+                protected: e.protected,
             });
         }
         out
@@ -561,6 +657,12 @@ impl Runtime {
         let scanner = Scanner {
             proc_root: proc_root.clone(),
             matchers: cfg.apps.iter().map(AppMatcher::new).collect(),
+            protected_cgroups: cfg
+                .killer
+                .protected_cgroups
+                .iter()
+                .map(|c| cgroup_relative(c))
+                .collect(),
             cache: BTreeMap::new(),
         };
         let store = ProfileStore::open(&cfg.daemon.state_dir);
@@ -1048,6 +1150,20 @@ mod tests {
         assert_eq!(cgroup_relative("/sys/fs/cgroup/unified/x/"), "/x");
         assert_eq!(cgroup_relative("/sys/fs/cgroup/memory"), "/");
         assert_eq!(cgroup_relative("/a/b"), "/a/b");
+    }
+
+    #[test]
+    fn memory_cgroup_membership_from_proc_cgroup_text() {
+        // /proc/PID/cgroup of a process on this machine (v1 memory, v2 line).
+        let t = "12:memory:/appflow-demo/keep\n11:cpu,cpuacct:/\n0::/user.slice\n";
+        assert!(in_memory_cgroup(t, "/appflow-demo"));
+        assert!(in_memory_cgroup(t, "/appflow-demo/keep"));
+        assert!(!in_memory_cgroup(t, "/appflow-dem"));
+        assert!(!in_memory_cgroup(t, "/appflow-demo/keep/deeper"));
+        // The v2 line (no controller list) counts too.
+        assert!(in_memory_cgroup(t, "/user.slice"));
+        // Another controller's path does not.
+        assert!(!in_memory_cgroup("4:cpu:/x\n", "/x"));
     }
 
     #[test]
