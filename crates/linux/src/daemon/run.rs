@@ -365,13 +365,17 @@ impl Scanner {
             .map(|(&pid, e)| (pid, app_of(pid).or_else(|| e.config_app.clone())))
             .collect();
         let mut out = Vec::with_capacity(apps.len());
+        let mut pinned = self.cache.values().filter(|e| e.pidfd.is_some()).count();
         for (pid, app) in apps {
             let e = self.cache.get_mut(&pid).expect("present");
             if app.is_none() {
-                e.pidfd = None;
-            } else if e.pidfd.is_none() {
+                pinned -= usize::from(e.pidfd.take().is_some());
+            } else if e.pidfd.is_none() && pinned < MAX_PINNED {
                 match pin_instance(&self.proc_root, pid, e.start_time) {
-                    Pinned::Fd(fd) => e.pidfd = Some(fd),
+                    Pinned::Fd(fd) => {
+                        e.pidfd = Some(fd);
+                        pinned += 1;
+                    }
                     // Reused since it was read: re-read at the next scan.
                     Pinned::Gone => {
                         self.cache.remove(&pid);
@@ -439,6 +443,12 @@ fn log_decision(d: &Decision) {
         _ => tracing::info!(reason = %reason, kind = d.kind, "{}", d.detail),
     }
 }
+
+/// At most this many app processes are pinned by a pidfd (the rest have
+/// their start time re-read at every scan): the descriptors must leave room
+/// under the usual soft limit of 1,024 open files for the control socket's
+/// 256 connections, the worker's pipes and the files the loop reads.
+const MAX_PINNED: usize = 512;
 
 /// Marks an oom_score_adj not read yet.
 const UNREAD_ADJ: i32 = i32::MIN;
