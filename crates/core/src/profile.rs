@@ -327,9 +327,16 @@ impl LaunchProfile {
                 s.seen_mask = (s.seen_mask << 1) & keep_mask;
             }
         }
+        // Position of each known path (the first, as a search from the front
+        // would find): one lookup per observed file, not a scan of the list.
+        let mut index: std::collections::HashMap<String, usize> =
+            std::collections::HashMap::with_capacity(self.files.len());
+        for (i, f) in self.files.iter().enumerate() {
+            index.entry(f.path.clone()).or_insert(i);
+        }
         for (path, (of, ranges)) in by_path {
             let ranges = coalesce(ranges);
-            match self.files.iter_mut().find(|f| f.path == path) {
+            match index.get(path).map(|&i| &mut self.files[i]) {
                 Some(f) => {
                     f.size_bytes = of.size_bytes;
                     f.first_access_us = of.first_access_us;
@@ -640,6 +647,37 @@ mod tests {
         assert_eq!(
             coalesce(vec![r(10, 20), r(0, 10), r(30, 30), r(15, 25)]),
             vec![r(0, 25)]
+        );
+    }
+
+    /// Fuzzing found a device file whose app of 29,895 small files took
+    /// 551 s to build (a linear search per merged file); 60,000 files merge
+    /// twice in well under a second now.
+    #[test]
+    fn merging_many_files_is_not_quadratic() {
+        let obs = LaunchObservation {
+            files: (0..60_000u64)
+                .map(|i| ObservedFile {
+                    path: format!("/data/app/many/s{i:06}"),
+                    size_bytes: 8192,
+                    first_access_us: i,
+                    ranges: vec![ByteRange {
+                        start: 0,
+                        end: 8192,
+                    }],
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let t0 = std::time::Instant::now();
+        let mut p = LaunchProfile::new("many");
+        p.merge_launch(&obs);
+        p.merge_launch(&obs);
+        assert_eq!(p.files.len(), 60_000);
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "{:?}",
+            t0.elapsed()
         );
     }
 }

@@ -138,6 +138,63 @@ pub fn set_nice(pid: u32, nice: i32) -> Result<(), i32> {
 
 pub use crate::readers::read_start_time;
 
+/// A pidfd pinned to one process instance, or why there is none.
+#[derive(Debug)]
+pub enum Pinned {
+    /// A pidfd of exactly the instance asked for.
+    Fd(OwnedFd),
+    /// The instance is gone (exited, or its pid is another process's now).
+    Gone,
+    /// No pidfd could be opened (kernel without pidfd, fd limit): the caller
+    /// re-reads the start time instead.
+    Unavailable,
+}
+
+/// Opens a pidfd of the process instance (`pid`, `start_time`). The pidfd is
+/// opened first, then the start time read through `proc_root`, then the
+/// pidfd checked still running: the process the pidfd pins held the pid for
+/// the whole read, so the start time read is its own.
+pub fn pin_instance(proc_root: &std::path::Path, pid: u32, start_time: u64) -> Pinned {
+    let fd = match pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(libc::ESRCH) => return Pinned::Gone,
+        Err(_) => return Pinned::Unavailable,
+    };
+    if read_start_time(proc_root, pid) != Some(start_time) {
+        return Pinned::Gone;
+    }
+    if pidfds_exited(&[&fd])[0] {
+        return Pinned::Gone;
+    }
+    Pinned::Fd(fd)
+}
+
+/// Which of `fds` name processes that have exited (a pidfd polls readable
+/// once its process exits), in one `poll` call that never blocks. When
+/// `poll` itself fails every one is reported exited: the caller then
+/// re-reads them, which is always safe.
+pub fn pidfds_exited(fds: &[&OwnedFd]) -> Vec<bool> {
+    use std::os::fd::AsRawFd;
+    let mut polled: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    if polled.is_empty() {
+        return Vec::new();
+    }
+    // SAFETY: `polled` is a valid array of pollfd of the given length; a
+    // zero timeout never blocks.
+    let r = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, 0) };
+    if r < 0 {
+        return vec![true; fds.len()];
+    }
+    polled.iter().map(|p| p.revents != 0).collect()
+}
+
 /// fanotify_init with the flags the recorder uses; the group is closed at once.
 fn probe_fanotify() -> Result<(), i32> {
     // SAFETY: plain syscall; a non-negative result is a new fd we own.

@@ -207,6 +207,10 @@ pub struct KillerSection {
     pub enabled: bool,
     /// Process names (comm) never killed.
     pub protected: Vec<String>,
+    /// Memory cgroups (absolute paths, as for `[[app]] cgroup`) whose
+    /// processes, and those of every cgroup below, are never killed nor
+    /// paged out.
+    pub protected_cgroups: Vec<String>,
     /// Freeze the victim (v1 freezer) before killing it, where available.
     pub freeze_first: bool,
     /// The core's killer parameters (recency window, triggers, settle time).
@@ -219,6 +223,7 @@ impl Default for KillerSection {
         Self {
             enabled: true,
             protected: vec!["systemd".into(), "sshd".into()],
+            protected_cgroups: Vec::new(),
             freeze_first: false,
             core: KillerConfig::default(),
         }
@@ -323,10 +328,37 @@ impl TryFrom<toml::Table> for KillerSection {
         Ok(Self {
             enabled: take(&mut t, "killer", "enabled", d.enabled)?,
             protected: take(&mut t, "killer", "protected", d.protected)?,
+            protected_cgroups: take(&mut t, "killer", "protected_cgroups", d.protected_cgroups)?,
             freeze_first: take(&mut t, "killer", "freeze_first", d.freeze_first)?,
             core: core_part(t, "killer")?,
         })
     }
+}
+
+/// A cgroup path as the configuration takes it: absolute, no `.` or `..`
+/// component, no control character, not the root of the hierarchy.
+fn check_cgroup_path(c: &str) -> Result<(), String> {
+    if !c.starts_with('/') {
+        return Err(format!("{c:?} must be an absolute path"));
+    }
+    if c.chars().any(char::is_control) {
+        return Err(format!("{c:?} holds a control character"));
+    }
+    if c.split('/').any(|part| part == "." || part == "..") {
+        return Err(format!("{c:?} must not hold . or .. components"));
+    }
+    // The root of the hierarchy: the cgroup mount itself, or a v1
+    // controller's mount below it (`/sys/fs/cgroup/memory`).
+    let mount = c
+        .trim_end_matches('/')
+        .strip_prefix("/sys/fs/cgroup")
+        .map(|r| r.split('/').filter(|p| !p.is_empty()).count());
+    if c.trim_end_matches('/').is_empty() || matches!(mount, Some(0 | 1)) {
+        return Err(format!(
+            "{c:?} is the root of its hierarchy: every process would be protected"
+        ));
+    }
+    Ok(())
 }
 
 /// Is `name` usable as an app name (and profile file name)? The shared
@@ -432,6 +464,11 @@ impl Config {
                 "detect.quiet_floor_pages_per_s",
                 "must be at most 4294967295",
             );
+        }
+        for (i, c) in self.killer.protected_cgroups.iter().enumerate() {
+            if let Err(why) = check_cgroup_path(c) {
+                return Err((format!("killer.protected_cgroups[{i}]"), why));
+            }
         }
         let mut seen = std::collections::BTreeSet::new();
         for (i, a) in self.apps.iter().enumerate() {
@@ -543,6 +580,20 @@ mod tests {
     }
 
     #[test]
+    fn protected_cgroups_are_taken_and_checked() {
+        let c = Config::from_toml(
+            "[killer]\nprotected_cgroups = [\"/sys/fs/cgroup/memory/system.slice\"]\n",
+            "<t>",
+        )
+        .unwrap();
+        assert_eq!(
+            c.killer.protected_cgroups,
+            vec!["/sys/fs/cgroup/memory/system.slice".to_string()]
+        );
+        assert!(Config::default().killer.protected_cgroups.is_empty());
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let cases = [
             ("[daemon]\ntick_ms = 0\n", "daemon.tick_ms"),
@@ -555,6 +606,22 @@ mod tests {
             ("[daemon]\npolicy = \"refault\"\n", "daemon.policy"),
             ("[daemon]\npolicy = \"asap\"\n", "daemon.policy"),
             ("[killer]\nprotected = 3\n", "killer.protected"),
+            (
+                "[killer]\nprotected_cgroups = \"/sys/fs/cgroup/memory/x\"\n",
+                "killer.protected_cgroups",
+            ),
+            (
+                "[killer]\nprotected_cgroups = [\"relative/x\"]\n",
+                "killer.protected_cgroups[0]",
+            ),
+            (
+                "[killer]\nprotected_cgroups = [\"/a\", \"/sys/fs/cgroup/memory/../x\"]\n",
+                "killer.protected_cgroups[1]",
+            ),
+            (
+                "[killer]\nprotected_cgroups = [\"/sys/fs/cgroup/memory\"]\n",
+                "killer.protected_cgroups[0]",
+            ),
             (
                 "[reclaim]\nlow_memory_fraction = 2.0\n",
                 "reclaim.low_memory_fraction",

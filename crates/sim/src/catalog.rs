@@ -19,7 +19,7 @@
 use crate::rng::{fnv1a, SplitMix};
 use appflow_core::profile::{ByteRange, LaunchObservation, LaunchProfile, ObservedFile};
 use appflow_core::{InputError, KIB, MIB, PAGE_BYTES};
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 /// Number of launch chunks: a launch is modelled as this many slices of
 /// file reads, CPU work and allocation, in first-access order.
@@ -310,8 +310,10 @@ pub struct AppModel {
     pub chunk_pages: Cells,
     /// Mean small-file size per chunk, bytes (the app's read block for them).
     pub small_block_bytes: [u64; CHUNKS],
-    /// File path → (chunk, bucket).
-    pub cell_of: BTreeMap<String, (usize, usize)>,
+    /// File path → (chunk, bucket). Looked up for every span the worker
+    /// loads, never iterated: a hash map (a B-tree compared long common
+    /// path prefixes at every level).
+    pub cell_of: HashMap<String, (usize, usize)>,
     /// Anonymous pages allocated during launch.
     pub anon_pages: u64,
 }
@@ -384,7 +386,7 @@ pub fn model(spec: &AppSpec) -> AppModel {
     let window_us = ((spec.cpu_init_ms * 1000.0) as u64).max(1);
     let mut chunk_pages = [[0u64; 2]; CHUNKS];
     let mut small_count = [0u64; CHUNKS];
-    let mut cell_of = BTreeMap::new();
+    let mut cell_of = HashMap::new();
     for f in profile.active_files() {
         let k = ((f.first_access_us as u128 * CHUNKS as u128 / window_us as u128) as usize)
             .min(CHUNKS - 1);

@@ -439,6 +439,7 @@ impl<'a> Sim<'a> {
                     app: None,
                     oom_score_adj: 0,
                     footprint_bytes: None,
+                    protected: false,
                 });
             }
             let p = &mut out[i];

@@ -82,7 +82,7 @@ impl Scheduler {
                 foreground: ps.iter().any(|p| self.is_foreground_proc(p)),
                 protected: ps
                     .iter()
-                    .any(|p| self.cfg.protected_comms.contains(&p.comm)),
+                    .any(|p| p.protected || self.cfg.protected_comms.contains(&p.comm)),
                 is_self: ps
                     .iter()
                     .any(|p| p.pid <= 1 || self.self_pids.contains(&p.pid)),

@@ -90,6 +90,11 @@ pub struct ProcInfo {
     pub oom_score_adj: i32,
     /// Resident + swapped bytes (read only when the killer needs it).
     pub footprint_bytes: Option<u64>,
+    /// The driver found it protected by where it runs (the daemon's
+    /// `[killer] protected_cgroups`): never killed nor paged out, like a
+    /// protected name.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub protected: bool,
 }
 
 impl ProcInfo {
@@ -286,6 +291,11 @@ pub struct Scheduler {
     plan_dirty: bool,
     /// Every app's standby set under the current plan (cleared on replan).
     standby_memo: Option<StandbySets>,
+    /// Launch streams already computed from the current profiles, by app,
+    /// cutoff and whether the hot segment is skipped (cleared when the
+    /// profiles change): a stream is a pure function of these, and
+    /// recomputing it walks every file of the profile.
+    stream_memo: BTreeMap<(String, u64, bool), Arc<Vec<FileSpan>>>,
     /// Standby spans currently held per app (Hold::Touch).
     standby: BTreeMap<String, Arc<Vec<FileSpan>>>,
     standby_dirty: bool,
@@ -344,6 +354,7 @@ impl Scheduler {
             plan: None,
             plan_dirty: true,
             standby_memo: None,
+            stream_memo: BTreeMap::new(),
             standby: BTreeMap::new(),
             standby_dirty: true,
             standby_need: None,
@@ -512,6 +523,7 @@ impl Scheduler {
         if new != self.profiles {
             self.profiles = new;
             self.plan_dirty = true;
+            self.stream_memo.clear();
         }
     }
 

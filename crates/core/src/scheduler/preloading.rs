@@ -287,24 +287,39 @@ impl Scheduler {
         };
         let cfg = &self.cfg.preload;
         let cutoff = self.cutoff_of(app);
-        let mut spans = match strategy {
-            PreloadStrategy::Selective => preload::launch_stream(profile, cutoff, cfg, had_hot),
-            PreloadStrategy::WholeProfile => preload::launch_stream(profile, 0, cfg, false),
+        let key = match strategy {
+            PreloadStrategy::Selective => Some((app.to_string(), cutoff, had_hot)),
+            PreloadStrategy::WholeProfile => Some((app.to_string(), 0, false)),
             // Everything is resident already (or nothing is preloaded).
-            PreloadStrategy::KeepAll | PreloadStrategy::None => Vec::new(),
+            PreloadStrategy::KeepAll | PreloadStrategy::None => None,
         };
-        let wanted: u64 = spans.iter().map(|s| s.len).sum();
+        let full: Arc<Vec<FileSpan>> =
+            match key {
+                None => Arc::new(Vec::new()),
+                Some(k) => Arc::clone(self.stream_memo.entry(k).or_insert_with_key(|k| {
+                    Arc::new(preload::launch_stream(profile, k.1, cfg, k.2))
+                })),
+            };
+        let wanted: u64 = full.iter().map(|s| s.len).sum();
         let cap = self.room();
-        if wanted > cap {
+        let capped: Vec<FileSpan>;
+        let spans: &[FileSpan] = if wanted > cap {
             let mut kept = 0;
-            spans.retain(|s| {
-                let ok = kept + s.len <= cap;
-                if ok {
-                    kept += s.len;
-                }
-                ok
-            });
-        }
+            capped = full
+                .iter()
+                .filter(|s| {
+                    let ok = kept + s.len <= cap;
+                    if ok {
+                        kept += s.len;
+                    }
+                    ok
+                })
+                .cloned()
+                .collect();
+            &capped
+        } else {
+            &full
+        };
         if spans.is_empty() {
             let d = format!(
                 "{app} launching: nothing to stream (profile {wanted} bytes, room {cap} bytes)"
@@ -312,7 +327,7 @@ impl Scheduler {
             self.log(now_ms, "preload", None, d.clone());
             return d;
         }
-        match preload.load(app, &spans, Hold::Protect) {
+        match preload.load(app, spans, Hold::Protect) {
             Ok(bytes) => {
                 self.stats.preload_queued_bytes_protect += bytes;
                 self.protecting.insert(app.to_string());

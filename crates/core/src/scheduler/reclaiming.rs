@@ -19,9 +19,13 @@ impl Scheduler {
         }
     }
 
-    /// Never acted on: the daemon's own processes and protected names.
+    /// Never acted on: the daemon's own processes, protected names and
+    /// processes the driver found protected.
     pub(super) fn is_untouchable(&self, p: &ProcInfo) -> bool {
-        p.pid <= 1 || self.self_pids.contains(&p.pid) || self.cfg.protected_comms.contains(&p.comm)
+        p.pid <= 1
+            || p.protected
+            || self.self_pids.contains(&p.pid)
+            || self.cfg.protected_comms.contains(&p.comm)
     }
 
     /// Background app processes, least recently used first.

@@ -262,6 +262,7 @@ mod tests {
                 app: Some(app.to_string()),
                 oom_score_adj: 900,
                 footprint_bytes: None,
+                protected: false,
             })
             .collect()
     }

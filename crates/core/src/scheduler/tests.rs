@@ -43,6 +43,7 @@ fn proc_(pid: u32, app: &str, mib: u64) -> ProcInfo {
         app: Some(app.into()),
         oom_score_adj: 900,
         footprint_bytes: Some(mib * MIB),
+        protected: false,
     }
 }
 
@@ -247,7 +248,8 @@ fn kill_picks_highest_net_freed_background_app_never_foreground() {
     let mut r = Recorder::default();
     // a: 400 MiB now, 100 after launch → ΔM 300; b: 120 now, 50 → 70;
     // c (no profile): 900 → ΔM 257 but it is foreground; d is protected;
-    // e is the daemon's own pid; f is PID 1; x belongs to no app.
+    // e is the daemon's own pid; f is PID 1; x belongs to no app; g runs
+    // where the driver protects it (a protected cgroup).
     let mut procs = vec![
         proc_(10, "a", 400),
         proc_(11, "b", 120),
@@ -262,6 +264,10 @@ fn kill_picks_highest_net_freed_background_app_never_foreground() {
     procs.push(ProcInfo {
         app: None,
         ..proc_(14, "x", 5000)
+    });
+    procs.push(ProcInfo {
+        protected: true,
+        ..proc_(15, "g", 4000)
     });
     s.notify(EventKind::Foreground, "c", None, 0, &mut r)
         .unwrap();

@@ -361,6 +361,17 @@ fn cgroup_mounts(proc_root: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Cgroup directories (`/sys/fs/cgroup/memory/a`) in the form
+/// /proc/PID/cgroup shows them (`/a`), by this machine's cgroup mounts.
+pub fn cgroups_relative(paths: &[String], proc_root: &Path) -> Vec<String> {
+    let mounts = cgroup_mounts(proc_root);
+    let refs: Vec<&str> = mounts.iter().map(String::as_str).collect();
+    paths
+        .iter()
+        .map(|p| appflow_core::detect::cgroup_relative(p, &refs))
+        .collect()
+}
+
 /// The declared apps compiled with this machine's cgroup mounts (the one
 /// matcher the scan and the detector share).
 pub fn compile_matchers(apps: &[MatcherSpec], proc_root: &Path) -> Result<Matchers, InputError> {

@@ -15,7 +15,7 @@ use super::{Decision, DomainSample, Mechs, ProcId, ProcInfo, Record, Scheduler};
 use crate::actuators::kill::LiveKiller;
 use crate::actuators::preload::{WorkerClient, WorkerPlacement};
 use crate::actuators::reclaim::{LiveReclaim, SwappinessTarget};
-use crate::actuators::{read_start_time, Features};
+use crate::actuators::{pidfds_exited, pin_instance, read_start_time, Features, Pinned};
 use crate::config::{Config, DomainKind};
 use crate::journal::Journal;
 use crate::lock::StateLock;
@@ -145,13 +145,20 @@ pub fn cgroup_tree_pids(root: &Path) -> Vec<u32> {
     out
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct ProcEntry {
     start_time: u64,
     comm: String,
     ppid: u32,
     config_app: Option<String>,
     oom_score_adj: i32,
+    /// In a protected cgroup (`[killer] protected_cgroups`).
+    protected: bool,
+    /// The app it was attributed to in the latest scan.
+    app: Option<String>,
+    /// A pidfd of this instance, held while it is an app's process: when it
+    /// polls readable the instance is gone and its pid may be another's.
+    pidfd: Option<std::os::fd::OwnedFd>,
 }
 
 /// Scans the domain's processes and recognises apps.
@@ -160,11 +167,32 @@ struct Scanner {
     matchers: Matchers,
     /// Some declared app is matched by its cgroup.
     by_cgroup: bool,
+    /// `[killer] protected_cgroups`, relative to the controller's mount.
+    protected_cgroups: Vec<String>,
     cache: BTreeMap<u32, ProcEntry>,
 }
 
 impl Scanner {
-    fn identify(&self, pid: u32) -> Option<String> {
+    fn read_cgroups(&self, pid: u32) -> Option<String> {
+        std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("cgroup")).ok()
+    }
+
+    /// Is `pid` in a protected cgroup? Unreadable counts as protected: a
+    /// process the daemon cannot place is not one it may kill.
+    fn is_protected(&self, cgroups: Option<&str>) -> bool {
+        if self.protected_cgroups.is_empty() {
+            return false;
+        }
+        match cgroups {
+            Some(t) => self
+                .protected_cgroups
+                .iter()
+                .any(|w| appflow_core::detect::in_memory_cgroup(t, w)),
+            None => true,
+        }
+    }
+
+    fn identify(&self, pid: u32, cgroups: Option<&str>) -> Option<String> {
         if self.matchers.is_empty() {
             return None;
         }
@@ -174,32 +202,66 @@ impl Scanner {
         let cmd = readers::read_cmdline(&self.proc_root, pid)
             .ok()
             .map(|v| v.join(" "));
-        let cgroups = if self.by_cgroup {
-            std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("cgroup")).ok()
-        } else {
-            None
-        };
         let obs = ProcObservation {
             exe: exe.as_deref(),
             cmdline: cmd.as_deref(),
-            cgroup: cgroups.as_deref(),
+            cgroup: if self.by_cgroup { cgroups } else { None },
         };
         self.matchers
             .match_process(&obs)
             .map(|i| self.matchers.name(i).to_string())
     }
 
+    /// The /proc/PID/cgroup text, when a matcher or the protection needs it.
+    fn cgroups_if_needed(&self, pid: u32) -> Option<String> {
+        let needed = !self.protected_cgroups.is_empty() || self.by_cgroup;
+        needed.then(|| self.read_cgroups(pid)).flatten()
+    }
+
+    /// Forgets app processes whose instance is gone: those pinned by a
+    /// pidfd that polls readable (exited), and those without a pidfd whose
+    /// start time changed or cannot be read. A pid that was an app's is
+    /// therefore never taken for the same process again once it has been
+    /// reused, however fast the reuse (`ns_last_pid`, pid wrap-around).
+    fn forget_gone_app_processes(&mut self) {
+        let pinned: Vec<(u32, &std::os::fd::OwnedFd)> = self
+            .cache
+            .iter()
+            .filter_map(|(&p, e)| e.pidfd.as_ref().map(|fd| (p, fd)))
+            .collect();
+        let fds: Vec<&std::os::fd::OwnedFd> = pinned.iter().map(|(_, fd)| *fd).collect();
+        let exited = pidfds_exited(&fds);
+        let mut gone: Vec<u32> = pinned
+            .iter()
+            .zip(exited)
+            .filter_map(|((p, _), x)| x.then_some(*p))
+            .collect();
+        gone.extend(
+            self.cache
+                .iter()
+                .filter(|(_, e)| e.app.is_some() && e.pidfd.is_none())
+                .filter(|(&p, e)| read_start_time(&self.proc_root, p) != Some(e.start_time))
+                .map(|(&p, _)| p),
+        );
+        for p in gone {
+            self.cache.remove(&p);
+        }
+    }
+
     /// Re-scans `pids`; returns the processes with their apps.
     ///
-    /// A light scan (`full = false`) reads only pids it has not seen in the
-    /// previous scan: a pid present in consecutive scans cannot have been
-    /// reused in between (pids are allocated round-robin up to pid_max), and
-    /// the killer re-checks the start time through its pidfd before acting.
-    /// A full scan also re-reads every start time and the oom_score_adj of
-    /// app processes (before a kill decision and while rebalancing).
+    /// A light scan (`full = false`) reads only pids it does not hold: new
+    /// ones, and app processes whose instance is gone
+    /// ([`Self::forget_gone_app_processes`]; an app process is pinned by a
+    /// pidfd, so this costs one `poll`). A pid that was no app's and is
+    /// reused between two light scans keeps its old entry until the next
+    /// full scan; it stays no app's meanwhile, never a candidate. A full
+    /// scan re-reads every start time and the oom_score_adj of app
+    /// processes (before a kill decision and while rebalancing).
     fn scan(&mut self, pids: &[u32], sched: &Scheduler, full: bool) -> Vec<ProcInfo> {
         let live: BTreeSet<u32> = pids.iter().copied().collect();
         self.cache.retain(|p, _| live.contains(p));
+        self.forget_gone_app_processes();
         for &pid in pids {
             if !full && self.cache.contains_key(&pid) {
                 continue;
@@ -212,7 +274,9 @@ impl Scanner {
             if fresh {
                 let comm = readers::read_comm(&self.proc_root, pid).unwrap_or_default();
                 let ppid = readers::read_ppid(&self.proc_root, pid).unwrap_or(0);
-                let config_app = self.identify(pid);
+                let cgroups = self.cgroups_if_needed(pid);
+                let config_app = self.identify(pid, cgroups.as_deref());
+                let protected = self.is_protected(cgroups.as_deref());
                 self.cache.insert(
                     pid,
                     ProcEntry {
@@ -221,6 +285,9 @@ impl Scanner {
                         ppid,
                         config_app,
                         oom_score_adj: UNREAD_ADJ,
+                        app: None,
+                        pidfd: None,
+                        protected,
                     },
                 );
             }
@@ -251,12 +318,38 @@ impl Scanner {
             .map(|(&pid, e)| (pid, app_of(pid).or_else(|| e.config_app.clone())))
             .collect();
         let mut out = Vec::with_capacity(apps.len());
+        let mut pinned = self.cache.values().filter(|e| e.pidfd.is_some()).count();
         for (pid, app) in apps {
             let e = self.cache.get_mut(&pid).expect("present");
+            if app.is_none() {
+                pinned -= usize::from(e.pidfd.take().is_some());
+            } else if e.pidfd.is_none() && pinned < MAX_PINNED {
+                match pin_instance(&self.proc_root, pid, e.start_time) {
+                    Pinned::Fd(fd) => {
+                        e.pidfd = Some(fd);
+                        pinned += 1;
+                    }
+                    // Reused since it was read: re-read at the next scan.
+                    Pinned::Gone => {
+                        self.cache.remove(&pid);
+                        continue;
+                    }
+                    // Re-checked by start time at every scan instead.
+                    Pinned::Unavailable => {}
+                }
+            }
+            e.app = app.clone();
             if app.is_some() && (full || e.oom_score_adj == UNREAD_ADJ) {
                 e.oom_score_adj =
                     readers::read_oom_score_adj(&self.proc_root, pid).unwrap_or(e.oom_score_adj);
+                // A process may have moved into a protected cgroup since.
+                if full && !self.protected_cgroups.is_empty() {
+                    let t = self.read_cgroups(pid);
+                    let protected = self.is_protected(t.as_deref());
+                    self.cache.get_mut(&pid).expect("present").protected = protected;
+                }
             }
+            let e = self.cache.get(&pid).expect("present");
             out.push(ProcInfo {
                 pid,
                 start_time: e.start_time,
@@ -270,6 +363,7 @@ impl Scanner {
                     e.oom_score_adj
                 },
                 footprint_bytes: None,
+                protected: e.protected,
             });
         }
         out
@@ -302,6 +396,12 @@ fn log_decision(d: &Decision) {
         _ => tracing::info!(reason = %reason, kind = d.kind, "{}", d.detail),
     }
 }
+
+/// At most this many app processes are pinned by a pidfd (the rest have
+/// their start time re-read at every scan): the descriptors must leave room
+/// under the usual soft limit of 1,024 open files for the control socket's
+/// 256 connections, the worker's pipes and the files the loop reads.
+const MAX_PINNED: usize = 512;
 
 /// Marks an oom_score_adj not read yet.
 const UNREAD_ADJ: i32 = i32::MIN;
@@ -505,6 +605,10 @@ impl Runtime {
             proc_root: proc_root.clone(),
             matchers: detection::compile_matchers(&specs, &proc_root)?,
             by_cgroup: cfg.apps.iter().any(|a| !a.cgroup.is_empty()),
+            protected_cgroups: detection::cgroups_relative(
+                &cfg.killer.protected_cgroups,
+                &proc_root,
+            ),
             cache: BTreeMap::new(),
         };
         let store = ProfileStore::open(&cfg.daemon.state_dir);
