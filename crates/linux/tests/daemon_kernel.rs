@@ -10,6 +10,9 @@
 //!
 //! Skipped, with the reason printed, when not root or without cgroup v1 memory.
 
+mod support;
+use support::{daemon_bin, die_with_parent, random_tag, skip_reason, wait_for, Proc, CG_ROOT};
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -19,18 +22,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const MIB: u64 = 1024 * 1024;
-const CG_ROOT: &str = "/sys/fs/cgroup/memory";
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn skip_reason() -> Option<String> {
-    if nix::unistd::geteuid().as_raw() != 0 {
-        return Some("not root".into());
-    }
-    if !Path::new(CG_ROOT).join("memory.limit_in_bytes").exists() {
-        return Some(format!("no cgroup v1 memory controller at {CG_ROOT}"));
-    }
-    None
-}
 
 macro_rules! require_kernel {
     () => {
@@ -39,14 +31,6 @@ macro_rules! require_kernel {
             return;
         }
     };
-}
-
-fn random_tag() -> String {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("{}-{t:x}", std::process::id())
 }
 
 /// A temporary memory cgroup tree, removed on drop (its processes killed first).
@@ -130,29 +114,6 @@ impl Drop for TempCgroup {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
-    }
-}
-
-/// A child process killed (SIGKILL) and reaped on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Makes `cmd`'s process get `sig` when the test thread that spawned it dies
-/// (so an aborted test run leaves no daemon or helper behind).
-fn die_with_parent(cmd: &mut Command, sig: i32) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, sig);
-            Ok(())
-        });
     }
 }
 
@@ -335,10 +296,6 @@ struct Daemon {
     socket: PathBuf,
 }
 
-fn daemon_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_appflowd"))
-}
-
 impl Daemon {
     /// Starts the daemon (inside `home` cgroup when given) and waits for its socket.
     fn start(config: &Path, socket: &Path, home: Option<&Path>) -> Self {
@@ -430,17 +387,6 @@ impl Drop for Daemon {
         if self.child.is_some() {
             self.signal_and_wait(nix::sys::signal::Signal::SIGTERM);
         }
-    }
-}
-
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

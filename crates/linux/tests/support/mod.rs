@@ -1,8 +1,8 @@
 //! Shared pieces of the real-kernel daemon tests: a temporary v1 memory
 //! cgroup, processes started inside it that die with the test, the daemon
 //! binary driven through its socket, a scratch directory on disk, and
-//! page-cache eviction. (`daemon_kernel.rs` predates this module and keeps
-//! its own copies for now.)
+//! page-cache eviction. (`daemon_kernel.rs` shares the pieces that are the same
+//! in both; its cgroup, daemon and scratch helpers do more.)
 #![allow(dead_code)]
 
 use serde_json::Value;
