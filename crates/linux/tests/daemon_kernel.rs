@@ -11,7 +11,9 @@
 //! Skipped, with the reason printed, when not root or without cgroup v1 memory.
 
 mod support;
-use support::{daemon_bin, die_with_parent, random_tag, skip_reason, wait_for, Proc, CG_ROOT};
+use support::{
+    daemon_bin, die_with_parent, random_tag, residency, skip_reason, wait_for, Proc, CG_ROOT,
+};
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
@@ -418,30 +420,6 @@ fn cold_file(path: &Path, bytes: u64) {
     f.sync_all().unwrap();
     // SAFETY: valid fd.
     unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-}
-
-/// Fraction of `path`'s pages resident in the page cache (mincore).
-fn residency(path: &Path) -> f64 {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::File::open(path).unwrap();
-    let len = f.metadata().unwrap().len() as usize;
-    // SAFETY: read-only shared mapping of an open file, unmapped below.
-    unsafe {
-        let addr = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
-        assert_ne!(addr, libc::MAP_FAILED);
-        let pages = len.div_ceil(4096);
-        let mut vec = vec![0u8; pages];
-        assert_eq!(libc::mincore(addr, len, vec.as_mut_ptr()), 0);
-        libc::munmap(addr, len);
-        vec.iter().filter(|b| **b & 1 == 1).count() as f64 / pages as f64
-    }
 }
 
 /// Writes a launch profile: every file fully read at launch.
