@@ -16,7 +16,9 @@ use crate::spec::SyntheticSpec;
 use anyhow::{Context, Result};
 use appflow_core::profile::{ByteRange, LaunchObservation, ObservedFile};
 use appflow_core::rng::{fnv1a, SplitMix};
+use appflow_linux::recorder::residency;
 use std::io::{BufRead, Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -312,47 +314,18 @@ fn fill(rng: &mut SplitMix, buf: &mut [u8]) {
 /// mapped or locked by a process stay; that is the point for preloaded ones.
 pub fn drop_file_cache(path: &Path) -> std::io::Result<()> {
     let f = std::fs::File::open(path)?;
-    nix::fcntl::posix_fadvise(
-        std::os::fd::AsRawFd::as_raw_fd(&f),
-        0,
-        0,
-        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-    )
-    .map_err(std::io::Error::from)
+    residency::drop_from_cache(f.as_fd())
 }
 
-/// Bytes of `path` resident in the page cache (mincore).
+/// Bytes of `path` resident in the page cache (mincore, the recorder's reader).
 pub fn resident_bytes(path: &Path) -> u64 {
     let Ok(f) = std::fs::File::open(path) else {
         return 0;
     };
     let Ok(meta) = f.metadata() else { return 0 };
-    let len = meta.len() as usize;
-    if len == 0 {
-        return 0;
-    }
-    // SAFETY: read-only shared mapping of a file we hold open; unmapped below.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            std::os::fd::AsRawFd::as_raw_fd(&f),
-            0,
-        );
-        if p == libc::MAP_FAILED {
-            return 0;
-        }
-        let pages = len.div_ceil(PAGE as usize);
-        let mut vec = vec![0u8; pages];
-        let rc = libc::mincore(p, len, vec.as_mut_ptr());
-        libc::munmap(p, len);
-        if rc != 0 {
-            return 0;
-        }
-        vec.iter().filter(|&&b| b & 1 == 1).count() as u64 * PAGE
-    }
+    residency::residency(f.as_fd(), meta.len())
+        .map(|v| v.iter().map(|&b| u64::from(b)).sum::<u64>() * residency::page_bytes())
+        .unwrap_or(0)
 }
 
 fn thread_cpu_us() -> u64 {

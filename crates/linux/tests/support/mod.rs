@@ -262,27 +262,12 @@ pub fn evict(path: &Path) {
 
 /// Fraction of `path`'s pages resident in the page cache (mincore).
 pub fn residency(path: &Path) -> f64 {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
     let f = std::fs::File::open(path).unwrap();
-    let len = f.metadata().unwrap().len() as usize;
-    if len == 0 {
+    let len = f.metadata().unwrap().len();
+    let pages = appflow_linux::recorder::residency::residency(f.as_fd(), len).unwrap();
+    if pages.is_empty() {
         return 1.0;
     }
-    // SAFETY: read-only shared mapping of an open file, unmapped below.
-    unsafe {
-        let addr = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
-        assert_ne!(addr, libc::MAP_FAILED);
-        let pages = len.div_ceil(4096);
-        let mut vec = vec![0u8; pages];
-        assert_eq!(libc::mincore(addr, len, vec.as_mut_ptr()), 0);
-        libc::munmap(addr, len);
-        vec.iter().filter(|b| **b & 1 == 1).count() as f64 / pages as f64
-    }
+    pages.iter().filter(|&&b| b == 1).count() as f64 / pages.len() as f64
 }
