@@ -431,7 +431,7 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
     let outcome: Result<(), RecordError> = loop {
         let now = Instant::now();
         if now >= next_sample {
-            let known = watcher.tree.lock().map(|t| t.clone()).unwrap_or_default();
+            let known = watcher.tree_now();
             samples.take(&opts.proc_root, &known, full_scans.due(now));
             next_sample += sample_every;
         }
@@ -461,7 +461,7 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
     };
     let launch_ms = start.elapsed().as_millis() as u64;
     if outcome.is_ok() && exit_status.is_none() {
-        let known = watcher.tree.lock().map(|t| t.clone()).unwrap_or_default();
+        let known = watcher.tree_now();
         samples.take(&opts.proc_root, &known, true);
     }
     let seen = watcher.finish();
@@ -685,12 +685,7 @@ impl LaunchWatch {
     /// so /proc is not scanned for descendants.
     pub fn sample(&mut self, pids: &[u32]) {
         self.add_pids(pids);
-        let known = self
-            .watcher
-            .tree
-            .lock()
-            .map(|t| t.clone())
-            .unwrap_or_default();
+        let known = self.watcher.tree_now();
         let full = self.full_scans.due(Instant::now());
         self.samples.take(&self.proc_root, &known, full);
     }
@@ -703,12 +698,7 @@ impl LaunchWatch {
         launch_ms: u64,
         profile: Option<&LaunchProfile>,
     ) -> Result<Recording, RecordError> {
-        let known = self
-            .watcher
-            .tree
-            .lock()
-            .map(|t| t.clone())
-            .unwrap_or_default();
+        let known = self.watcher.tree_now();
         self.samples.take(&self.proc_root, &known, true);
         let seen = self.watcher.finish()?;
         let mut pids = self.samples.pids.clone();

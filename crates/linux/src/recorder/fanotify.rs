@@ -143,6 +143,11 @@ fn raise_nofile() -> u64 {
 }
 
 impl Watcher {
+    /// The processes of the watched tree known now (a copy).
+    pub fn tree_now(&self) -> BTreeSet<u32> {
+        self.tree.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
     /// Creates the fanotify group, marks every storage-backed filesystem and
     /// starts answering events. `watch_reads` adds `FAN_ACCESS` notifications
     /// (one per read syscall of every process on the machine while recording).
