@@ -244,8 +244,12 @@ pub struct PressureState {
 }
 
 /// Whether to kill now: only when reclaim cannot keep up (the AppFlow
-/// paper §4.3): memory is low and either what is left is mostly anonymous with
-/// swap nearly full (no swap counts as full), or reclaim stalls (PSI).
+/// paper §4.3): memory is low, what is left is mostly anonymous (file pages
+/// are cheap to drop, and dropping them is the reclaimer's job), and
+/// anonymous reclaim is either at its capacity (swap nearly full; no swap
+/// counts as full) or too slow for the demand (a stall, PSI). These are the
+/// paper's two cases of anonymous-page dominance: reclaim capacity limits,
+/// and burst allocations that outrun anonymous writeback.
 pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reason> {
     if let Some(t) = p.last_kill_ms {
         if p.now_ms.saturating_sub(t) < cfg.settle_ms {
@@ -258,7 +262,7 @@ pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reas
     let swap_full = p.swap_total_bytes == 0
         || (p.swap_free_bytes as f64) < cfg.trigger_swap_free_fraction * p.swap_total_bytes as f64;
     let stalled = p.psi_some_avg10 > cfg.trigger_psi_some_avg10;
-    if low && ((anon_bound && swap_full) || stalled) {
+    if low && anon_bound && (swap_full || stalled) {
         Ok(Reason::KillHighestNetFreed)
     } else {
         Err(Reason::KillNotNeeded)
@@ -372,7 +376,7 @@ mod tests {
     }
 
     #[test]
-    fn trigger_needs_low_memory_and_full_anon_reclaim_or_stall() {
+    fn trigger_needs_low_memory_anon_dominance_and_full_or_stalled_anon_reclaim() {
         let cfg = KillerConfig::default();
         let mut p = PressureState {
             now_ms: 10_000,
@@ -397,9 +401,14 @@ mod tests {
         p.last_kill_ms = Some(9_900);
         assert_eq!(should_kill(&cfg, &p), Err(Reason::KillWaitingForMemory));
         p.last_kill_ms = None;
+        // Mostly file pages: the reclaimer drops them, no kill, stalled or not.
         p.file_bytes = 4000 * MIB;
         assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
         p.psi_some_avg10 = 50.0;
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+        // Mostly anonymous, swap with room, but reclaim stalls: kill.
+        p.file_bytes = 500 * MIB;
+        p.swap_free_bytes = 1000 * MIB;
         assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
     }
 

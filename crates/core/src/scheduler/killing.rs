@@ -2,7 +2,7 @@
 //! when to kill, which apps are candidates, and the victim.
 //!
 //! * The trigger is the core's [`killer::should_kill`]: memory low and
-//!   reclaim unable to keep up (anonymous memory with swap nearly full, or a
+//!   reclaim unable to keep up (memory mostly anonymous, and swap nearly full or a
 //!   memory stall), never twice within the settle time.
 //! * Candidates are apps with processes in the domain, one per app; the
 //!   foreground app, protected names, the daemon's own processes and PID 1
