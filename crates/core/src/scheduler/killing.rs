@@ -93,6 +93,20 @@ impl Scheduler {
         (cands, ids)
     }
 
+    /// Whether a process's footprint is of no use to the killer: it belongs
+    /// to no app, or to the launching or foreground app, which is never a
+    /// victim. Drivers skip measuring those: reading a footprint
+    /// (`/proc/PID/smaps_rollup`) walks the process's page tables under its
+    /// mmap lock, which the launching app needs for every fault and mapping.
+    pub fn footprint_unneeded(&self, p: &ProcInfo) -> bool {
+        match &p.app {
+            None => true,
+            Some(a) => {
+                self.is_launching(a) || self.fg_notified && self.foreground.as_deref() == Some(a)
+            }
+        }
+    }
+
     /// The killer's part of a tick, once [`Self::kill_wanted`] said yes and
     /// the processes' footprints were read. Returns the victim app.
     pub fn kill_step(

@@ -298,6 +298,35 @@ fn kill_picks_highest_net_freed_background_app_never_foreground() {
 }
 
 #[test]
+fn footprints_are_needed_only_for_possible_victims() {
+    let mut s = sched(cfg("appflow"));
+    let mut r = Recorder::default();
+    s.notify(EventKind::Background, "bg", None, 1_000, &mut r)
+        .unwrap();
+    s.notify(EventKind::Foreground, "fg", None, 1_000, &mut r)
+        .unwrap();
+    let mut none = proc_(13, "x", 10);
+    none.app = None;
+    // The foreground app is never a victim; processes of no app are never
+    // candidates.
+    assert!(s.footprint_unneeded(&proc_(11, "fg", 100)));
+    assert!(s.footprint_unneeded(&none));
+    assert!(!s.footprint_unneeded(&proc_(12, "bg", 100)));
+    assert!(!s.footprint_unneeded(&proc_(10, "new", 100)));
+    // Nor is the launching app.
+    s.notify(EventKind::Launch, "new", None, 2_000, &mut r)
+        .unwrap();
+    assert!(s.footprint_unneeded(&proc_(10, "new", 100)));
+    assert!(!s.footprint_unneeded(&proc_(12, "bg", 100)));
+    // Once launched and sent to the background, it is a candidate again.
+    s.notify(EventKind::Launched, "new", None, 3_000, &mut r)
+        .unwrap();
+    s.notify(EventKind::Foreground, "fg", None, 3_000, &mut r)
+        .unwrap();
+    assert!(!s.footprint_unneeded(&proc_(10, "new", 100)));
+}
+
+#[test]
 fn never_used_apps_are_not_recent_right_after_start() {
     let mut c = cfg("appflow");
     c.killer.trigger_avail_fraction = 0.1;

@@ -810,7 +810,14 @@ impl Runtime {
             // Fresh process list and footprints only when a kill is considered.
             self.scan(true);
             let root = self.cfg.daemon.proc_root.clone();
-            for p in self.procs.iter_mut().filter(|p| p.app.is_some()) {
+            // Not the launching or foreground app's: never a victim, and
+            // reading its footprint would hold up its page faults.
+            let sched = &self.sched;
+            for p in self
+                .procs
+                .iter_mut()
+                .filter(|p| !sched.footprint_unneeded(p))
+            {
                 p.footprint_bytes = readers::read_smaps_rollup(&root, p.pid)
                     .ok()
                     .map(|r| r.footprint_bytes());
