@@ -178,7 +178,8 @@ fn helper(cgroup: &Path, mode: &str) -> Proc {
 
 /// Not a test of its own: the body of helper processes (does nothing unless
 /// APPFLOW_TEST_HELPER is set). Modes: `alloc:MIB` (allocate and hold),
-/// `burst:MIB` (allocate fast in 8 MiB steps, then hold), `churn` (allocate
+/// `touch:MIB` (allocate, then write every page again every 200 ms: a
+/// working set that stays in use), `burst:MIB` (allocate fast in 8 MiB steps, then hold), `churn` (allocate
 /// and free 16 MiB every 20 ms forever), `maps:N` (N separate private
 /// anonymous mappings of odd sizes, every 25th mlocked, all touched),
 /// `mapfile:PATH` (map PATH read-only and touch every page: mapped page cache).
@@ -194,6 +195,16 @@ fn helper_process() {
         "alloc" => {
             held.push(vec![1u8; mib << 20]);
             println!("helper-ready");
+        }
+        "touch" => {
+            let mut b = vec![1u8; mib << 20];
+            println!("helper-ready");
+            loop {
+                for off in (0..b.len()).step_by(4096) {
+                    b[off] = b[off].wrapping_add(1);
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
         }
         "burst" => {
             println!("helper-ready");
@@ -1693,15 +1704,15 @@ fn no_other_apps_span_is_read_during_a_launch() {
 
 /// Issue 15, defect 3: no kill where the kernel alone does not OOM. The
 /// same load runs twice in a 224 MiB domain with swap: three background
-/// apps of 70 MiB (all used a moment ago) and a foreground app that
-/// allocates and frees 16 MiB every 20 ms. First without the daemon (the
-/// kernel swaps, and kills nothing), then with the daemon's killer on and
-/// a trigger that fires on any memory stall: the killer is asked (a
+/// apps that keep writing their 70 MiB (all used a moment ago) and a
+/// foreground app that allocates and frees 16 MiB every 20 ms, so the
+/// working set stays above the limit and reclaim swaps all the time. First
+/// without the daemon (the kernel swaps, and kills nothing), then with the
+/// daemon's killer on and a trigger that fires on any memory stall (the v1
+/// domain's own reclaim-pressure events): the killer is asked (a
 /// `kill_deferred_recent` decision) and kills nothing, and the kernel's OOM
 /// killer stays idle too.
 #[test]
-#[ignore = "its trigger needs a memory stall in PSI, which a v1 domain reads as 0 on a quiet machine: \
-            passed on a loaded machine, never asked the killer on a quiet one (issue 15 stays open)"]
 fn no_kill_where_the_kernel_alone_does_not_oom() {
     require_kernel!();
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -1729,9 +1740,9 @@ fn no_kill_where_the_kernel_alone_does_not_oom() {
         let mut apps = String::new();
         let mut procs = Vec::new();
         for (name, mode) in [
-            ("a", "alloc:70"),
-            ("b", "alloc:70"),
-            ("c", "alloc:70"),
+            ("a", "touch:70"),
+            ("b", "touch:70"),
+            ("c", "touch:70"),
             ("fg", "churn"),
         ] {
             let cg = domain.child(name);
