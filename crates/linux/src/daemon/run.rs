@@ -166,7 +166,7 @@ pub fn cgroup_tree_pids(root: &Path) -> Vec<u32> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(d) = stack.pop() {
-        if let Ok(t) = std::fs::read_to_string(d.join("cgroup.procs")) {
+        if let Ok(t) = readers::read_text(&d.join("cgroup.procs")) {
             out.extend(t.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
         }
         if let Ok(rd) = std::fs::read_dir(&d) {
@@ -211,7 +211,7 @@ struct Scanner {
 
 impl Scanner {
     fn read_cgroups(&self, pid: u32) -> Option<String> {
-        std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("cgroup")).ok()
+        readers::read_text(&self.proc_root.join(pid.to_string()).join("cgroup")).ok()
     }
 
     /// Is `pid` in a protected cgroup? Unreadable counts as protected: a
