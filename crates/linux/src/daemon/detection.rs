@@ -367,8 +367,26 @@ pub struct Detection {
     /// Per app: the worker's `loads` count when its last launch began, until its stream completes.
     stream_pending: BTreeMap<String, u64>,
     stream_bytes: BTreeMap<String, u64>,
+    /// What the kernel's events said about processes since the last
+    /// [`Detection::take_changes`].
+    changes: ProcessChanges,
     /// Detection counters.
     pub stats: DetectStats,
+}
+
+/// Process events seen since the loop last asked: whether the domain's
+/// process list may have changed. Forks and exits are machine-wide (the
+/// loop checks their pids against the domain's); execs reach the loop only
+/// for the domain's processes in a cgroup domain (every exec in a system
+/// domain).
+#[derive(Debug, Default)]
+pub struct ProcessChanges {
+    /// Some process the listener forwarded exec'ed.
+    pub exec: bool,
+    /// Parents of forks and pids that exited.
+    pub pids: Vec<u32>,
+    /// Events were lost (the connector overran).
+    pub lost: bool,
 }
 
 /// How detection is set up (from the configuration).
@@ -500,11 +518,24 @@ impl Detection {
             prev_demand: BTreeMap::new(),
             stream_pending: BTreeMap::new(),
             stream_bytes: BTreeMap::new(),
+            changes: ProcessChanges::default(),
             stats: DetectStats {
                 source: name,
                 ..Default::default()
             },
         })
+    }
+
+    /// Whether every exec, fork and exit reaches the detector (the process
+    /// connector), so that the loop may rescan the domain only when they
+    /// say it changed. False when it lists the processes every tick.
+    pub fn follows_processes(&self) -> bool {
+        matches!(self.source, Source::Connector(_))
+    }
+
+    /// The process events since the last call.
+    pub fn take_changes(&mut self) -> ProcessChanges {
+        std::mem::take(&mut self.changes)
     }
 
     /// The readiness rule in force (before per-app lengthening).
@@ -613,9 +644,11 @@ impl Detection {
             match m {
                 Msg::Overrun => {
                     self.stats.overruns += 1;
+                    self.changes.lost = true;
                     rescan = true;
                 }
                 Msg::Fork { parent, child } => {
+                    self.changes.pids.push(parent);
                     if self.detector.app_of(parent).is_some() {
                         if let Some(st) =
                             crate::actuators::read_start_time(&self.reader.proc_root, child)
@@ -626,6 +659,7 @@ impl Detection {
                     }
                 }
                 Msg::Exit { pid, at_ms } => {
+                    self.changes.pids.push(pid);
                     found.extend(self.detector.on_exit(pid, at_ms.min(now_ms)))
                 }
                 Msg::Exec {
@@ -636,6 +670,7 @@ impl Detection {
                     obs,
                     watch,
                 } => {
+                    self.changes.exec = true;
                     found.extend(self.detector.on_exec(
                         pid,
                         start_time,
