@@ -179,6 +179,8 @@ impl KernelFile {
         Ok(String::from_utf8_lossy(&self.buf))
     }
 
+    // `f_type` is an i64 here and an i32 on 32-bit targets.
+    #[allow(clippy::unnecessary_cast)]
     fn printed(f: &std::fs::File) -> bool {
         use std::os::fd::AsFd;
         nix::sys::statfs::fstatfs(f.as_fd())
