@@ -14,7 +14,10 @@
 #     /proc/PID/stat, as % of one core;
 #   * RSS: VmRSS and VmHWM of the daemon from /proc/PID/status;
 #   * loop jitter p50/p99: the daemon's own record (lateness of each tick
-#     against its schedule; `appflow status`).
+#     against its schedule; `appflow status`);
+#   * the machine's load average at the start and the end of the window.
+# scripts/idle-cost runs several of these at once (with and without
+# detection, one binary against another) under the same machine load.
 # Targets: CPU <= 0.5 % of a core, RSS <= 20 MiB, p99 jitter <= 5 ms.
 # Everything it starts is stopped and the cgroup removed, also on Ctrl-C.
 set -euo pipefail
@@ -30,7 +33,7 @@ while [ $# -gt 0 ]; do
     --seconds) SECONDS_WIN="$2"; shift 2 ;;
     --bin) BIN="$2"; shift 2 ;;
     --detect) case "$2" in on) DETECT=true ;; off) DETECT=false ;; *) echo "--detect on|off" >&2; exit 2 ;; esac; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -86,9 +89,11 @@ sleep 5   # warm-up: first scan of every process
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 HZ=$(getconf CLK_TCK)
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 d0=$(ticks "$DAEMON"); w0=$(ticks "$WORKER"); t0=$(date +%s.%N)
 sleep "$SECONDS_WIN"
 d1=$(ticks "$DAEMON"); w1=$(ticks "$WORKER"); t1=$(date +%s.%N)
+load1=$(cut -d' ' -f1-3 /proc/loadavg)
 STATUS=$("$BIN" status --socket "$WORK/appflow.sock")
 rss=$(awk '/VmRSS/ {print $2}' "/proc/$DAEMON/status")
 hwm=$(awk '/VmHWM/ {print $2}' "/proc/$DAEMON/status")
@@ -96,11 +101,13 @@ wrss=$(awk '/VmRSS/ {print $2}' "/proc/$WORKER/status")
 watched=$(echo "$STATUS" | sed -n 's/.*processes \([0-9]*\).*/\1/p')
 loopline=$(echo "$STATUS" | grep '^loop')
 awk -v d0="$d0" -v d1="$d1" -v w0="$w0" -v w1="$w1" -v t0="$t0" -v t1="$t1" -v hz="$HZ" \
-    -v rss="$rss" -v hwm="$hwm" -v wrss="$wrss" -v n="$watched" -v loop="$loopline" -v det="$DETECT" 'BEGIN {
+    -v rss="$rss" -v hwm="$hwm" -v wrss="$wrss" -v n="$watched" -v loop="$loopline" -v det="$DETECT" \
+    -v load0="$load0" -v load1="$load1" 'BEGIN {
   el = t1 - t0
   dc = (d1 - d0) / hz / el * 100; wc = (w1 - w0) / hz / el * 100
   printf "window %.1f s, %d processes watched by the daemon, detection %s\n", el, n, det
   printf "daemon CPU %.3f %% of one core (target <= 0.5 %%), preload worker %.3f %%\n", dc, wc
   printf "daemon RSS %.1f MiB, peak %.1f MiB (target <= 20 MiB); worker RSS %.1f MiB\n", rss/1024, hwm/1024, wrss/1024
   printf "%s\n", loop
+  printf "load average (1/5/15 min) at start %s, at end %s\n", load0, load1
 }'

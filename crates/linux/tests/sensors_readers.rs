@@ -399,3 +399,45 @@ fn mountinfo_escape_above_a_byte_is_text() {
     let top = parse_mountinfo("1 2 0:5 / /mnt/\\377 rw - ext4 /dev/x rw\n").unwrap();
     assert_eq!(top[0].mount_point.to_string_lossy(), "/mnt/\u{fffd}");
 }
+
+/// A kernel file kept open reads the kernel's text afresh each time; a
+/// fixture file is opened for each read, so a replaced file is seen.
+#[test]
+fn kernel_file_rereads_fresh_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("memory.usage_in_bytes");
+    std::fs::write(&p, "4096\n").unwrap();
+    let mut f = KernelFile::new(p.clone());
+    assert_eq!(f.read().unwrap().trim(), "4096");
+    let tmp = dir.path().join("tmp");
+    std::fs::write(&tmp, "8192\n").unwrap();
+    std::fs::rename(&tmp, &p).unwrap();
+    assert_eq!(f.read().unwrap().trim(), "8192");
+    std::fs::remove_file(&p).unwrap();
+    assert!(matches!(f.read(), Err(ReadError::Io { .. })));
+
+    // /proc/self/stat, held open: the utime+stime it prints grow as this
+    // thread burns CPU, so each read is the kernel's text of that moment.
+    let mut stat = KernelFile::new(PathBuf::from("/proc/thread-self/stat"));
+    let ticks = |t: &str| -> u64 {
+        let rest = &t[t.rfind(')').unwrap() + 2..];
+        let v: Vec<u64> = rest
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .map(|x| x.parse().unwrap())
+            .collect();
+        v[0] + v[1]
+    };
+    let t0 = ticks(&stat.read().unwrap());
+    let start = std::time::Instant::now();
+    let mut x = 0u64;
+    let mut t1 = t0;
+    while t1 < t0 + 3 && start.elapsed() < std::time::Duration::from_secs(10) {
+        for i in 0..1_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        t1 = ticks(&stat.read().unwrap());
+    }
+    assert!(t1 >= t0 + 3, "held /proc file not re-printed: {t0} -> {t1}");
+}

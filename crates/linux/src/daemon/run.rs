@@ -6,7 +6,9 @@
 //! meminfo+vmstat, PSI), the preloader's and reclaimer's steps, and — only
 //! when the core's trigger says so — a footprint read of the app processes
 //! (smaps_rollup) and the killer's step. The process scan (cgroup.procs or
-//! /proc, plus comm/exe/cmdline of new pids) runs every `scan_interval_ms`.
+//! /proc, plus comm/exe/cmdline of new pids) runs every `scan_interval_ms`;
+//! with launch detection on the process connector, only when the kernel's
+//! process events say the domain changed (and every 10 s regardless).
 //! Requests from the socket are served between ticks on the loop thread.
 
 use super::detection::{self, Action, DetectSetup, Detection};
@@ -166,7 +168,7 @@ pub fn cgroup_tree_pids(root: &Path) -> Vec<u32> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(d) = stack.pop() {
-        if let Ok(t) = std::fs::read_to_string(d.join("cgroup.procs")) {
+        if let Ok(t) = readers::read_text(&d.join("cgroup.procs")) {
             out.extend(t.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
         }
         if let Ok(rd) = std::fs::read_dir(&d) {
@@ -211,7 +213,7 @@ struct Scanner {
 
 impl Scanner {
     fn read_cgroups(&self, pid: u32) -> Option<String> {
-        std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("cgroup")).ok()
+        readers::read_text(&self.proc_root.join(pid.to_string()).join("cgroup")).ok()
     }
 
     /// Is `pid` in a protected cgroup? Unreadable counts as protected: a
@@ -440,6 +442,13 @@ fn log_decision(d: &Decision) {
 /// 256 connections, the worker's pipes and the files the loop reads.
 const MAX_PINNED: usize = 512;
 
+/// With launch detection on the process connector, the domain's processes
+/// are listed when an exec, fork or exit says they changed, and at least
+/// this often: a process written into the domain's cgroup without an exec
+/// makes no event. Ten times the default `scan_interval_ms`; a kill decision
+/// and rebalancing list the domain at once regardless.
+const LIST_SAFETY_NET_MS: u64 = 10_000;
+
 /// Marks an oom_score_adj not read yet.
 const UNREAD_ADJ: i32 = i32::MIN;
 
@@ -500,6 +509,8 @@ pub struct Runtime {
     detection: Option<Detection>,
     profiles_stamp: Option<Option<(SystemTime, usize)>>,
     sample_errors: u64,
+    /// Process events since the last listing say the domain changed.
+    domain_changed: bool,
     /// A v1 cgroup domain's own stall signal.
     domain_stall: Option<DomainStall>,
     /// How to (re)start the worker: program, arguments, placement.
@@ -703,6 +714,7 @@ impl Runtime {
             detection,
             profiles_stamp: None,
             sample_errors: 0,
+            domain_changed: false,
             worker_spawn,
             last_respawn: None,
             _lock: lock,
@@ -860,6 +872,12 @@ impl Runtime {
             let profile_of = |a: &str| store.load(a).ok().flatten();
             d.tick(now, &pids, &ws, &profile_of)
         };
+        let ch = d.take_changes();
+        // The list is sorted by pid (the scanner's order).
+        let listed = |p: &u32| self.procs.binary_search_by_key(p, |x| x.pid).is_ok();
+        if ch.exec || ch.lost || ch.pids.iter().any(listed) {
+            self.domain_changed = true;
+        }
         self.detection = Some(d);
         self.act_on_detection(actions);
     }
@@ -1262,6 +1280,7 @@ impl Runtime {
             self.detection = Some(d);
         }
         let mut last_scan = 0u64;
+        let mut last_listed = 0u64;
         let mut last_out = Instant::now();
         let mut last_trace = Instant::now();
         let mut k: u32 = 0;
@@ -1296,7 +1315,23 @@ impl Runtime {
                 last_scan = now_ms;
                 // Full while rebalancing: page-out targets need fresh adj values.
                 let full = self.sched.mode() == ReclaimMode::Rebalancing;
-                self.scan(full);
+                // With the process connector, the domain is listed again
+                // only when its processes' events say it changed, and every
+                // LIST_SAFETY_NET_MS for what no event shows (a process
+                // moved into the domain's cgroup without an exec).
+                let follows = self
+                    .detection
+                    .as_ref()
+                    .is_some_and(Detection::follows_processes);
+                if full
+                    || !follows
+                    || self.domain_changed
+                    || now_ms >= last_listed + LIST_SAFETY_NET_MS
+                {
+                    self.domain_changed = false;
+                    last_listed = now_ms;
+                    self.scan(full);
+                }
                 self.reload_profiles();
             }
             self.tick();

@@ -33,9 +33,10 @@
 //! all of them are subtracted: M_aval errs low, which makes efficiency-first
 //! come sooner, never later.
 
-use super::{parse_err, parse_u64, read_psi_file, read_text, Psi, ReadError};
+use super::{parse_err, parse_u64, read_psi_file, read_text, KernelFile, Psi, ReadError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// Which cgroup interface a memory cgroup speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -208,14 +209,25 @@ pub fn parse_memcg_stat_v2(text: &str) -> Result<MemCgStat, ReadError> {
 /// (9223372036854771712); anything at or above 2^62 is treated as unlimited.
 const V1_UNLIMITED_FROM: u64 = 1 << 62;
 
-/// A memory cgroup directory, v1 or v2.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A memory cgroup directory, v1 or v2. The files sampled every tick
+/// (usage, limit, memory.stat) stay open between reads ([`KernelFile`]);
+/// clones share them.
+#[derive(Debug, Clone)]
 pub struct MemCgroup {
     /// The cgroup directory.
     pub path: PathBuf,
     /// Its interface version.
     pub version: CgroupVersion,
+    files: Arc<Mutex<Vec<KernelFile>>>,
 }
+
+impl PartialEq for MemCgroup {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path && self.version == other.version
+    }
+}
+
+impl Eq for MemCgroup {}
 
 impl MemCgroup {
     /// Opens a memory cgroup directory: v1 when `memory.limit_in_bytes`
@@ -240,13 +252,32 @@ impl MemCgroup {
         Ok(Self {
             path: path.to_path_buf(),
             version,
+            files: Arc::default(),
         })
     }
 
-    fn read_u64(&self, file: &str) -> Result<u64, ReadError> {
+    /// Parses the text of the cgroup's `file`, read through its kept
+    /// [`KernelFile`].
+    fn with_text<T>(
+        &self,
+        file: &str,
+        parse: impl FnOnce(&str) -> Result<T, ReadError>,
+    ) -> Result<T, ReadError> {
         let p = self.path.join(file);
-        let t = read_text(&p)?;
-        parse_u64(file, "value", &t).map_err(|e| e.at(&p))
+        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        let i = match files.iter().position(|f| f.path() == p) {
+            Some(i) => i,
+            None => {
+                files.push(KernelFile::new(p.clone()));
+                files.len() - 1
+            }
+        };
+        let text = files[i].read()?;
+        parse(&text).map_err(|e| e.at(&p))
+    }
+
+    fn read_u64(&self, file: &str) -> Result<u64, ReadError> {
+        self.with_text(file, |t| parse_u64(file, "value", t))
     }
 
     /// Memory charged to the cgroup now, bytes (v1 `memory.usage_in_bytes`, v2 `memory.current`).
@@ -304,12 +335,10 @@ impl MemCgroup {
 
     /// The memory counters, in one shape for both versions.
     pub fn stat(&self) -> Result<MemCgStat, ReadError> {
-        let p = self.path.join("memory.stat");
-        let t = read_text(&p)?;
         match self.version {
-            CgroupVersion::V1 => parse_memcg_stat_v1(&t).map_err(|e| e.at(&p)),
+            CgroupVersion::V1 => self.with_text("memory.stat", parse_memcg_stat_v1),
             CgroupVersion::V2 => {
-                let mut s = parse_memcg_stat_v2(&t).map_err(|e| e.at(&p))?;
+                let mut s = self.with_text("memory.stat", parse_memcg_stat_v2)?;
                 // No swap controller / no swap: the file is absent, swap is 0.
                 if self.path.join("memory.swap.current").exists() {
                     s.swap_bytes = self.read_u64("memory.swap.current")?;
