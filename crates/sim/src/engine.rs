@@ -197,12 +197,12 @@ impl AppState {
     pub fn anon_total(&self) -> u64 {
         self.anon_res + self.anon_zram + self.anon_swap
     }
-    pub fn fix_sums(&mut self) {
-        self.sum = [
+    pub(crate) fn cell_sums(&self) -> [u64; 3] {
+        [
             cells_sum(&self.own),
             cells_sum(&self.held),
             cells_sum(&self.stream),
-        ];
+        ]
     }
 }
 
@@ -265,6 +265,14 @@ pub struct Sim<'a> {
     pub(crate) touch_memo: Vec<Option<(Vec<appflow_core::preload::FileSpan>, Cells)>>,
     /// The process list of the last tick, reused (its strings keep their buffers).
     procs_buf: Vec<ProcInfo>,
+    /// Read rates looked up once.
+    pub(crate) rates: crate::launch::Rates,
+    /// Pages of every app's standby set held (the sum of the apps' `Held`
+    /// sums), kept as they change: the preload peak reads it every step.
+    pub(crate) held_total: u64,
+    /// Apps whose launch-stream queue may be non-empty, ascending: the
+    /// worker streams only for them.
+    pub(crate) stream_apps: Vec<usize>,
     /// Counters of the run.
     pub counters: Counters,
     /// Kill log: (time µs, app, reason).
@@ -345,6 +353,9 @@ impl<'a> Sim<'a> {
             kill_log: Vec::new(),
             touch_memo: vec![None; models.len()],
             procs_buf: Vec::new(),
+            rates: crate::launch::Rates::new(dev, models, cfg.preload.hot_segment_bytes),
+            held_total: 0,
+            stream_apps: Vec::new(),
         }
     }
 
@@ -391,6 +402,16 @@ impl<'a> Sim<'a> {
         out.insert("zram_stored", m(self.zram_stored));
         out.insert("swap_used", m(self.swap_used));
         out
+    }
+
+    /// Recomputes app `a`'s holder sums from its cells after a bulk move
+    /// between holders, keeping the held total in step.
+    pub(crate) fn fix_sums(&mut self, a: usize) {
+        let s = &mut self.st[a];
+        let sums = s.cell_sums();
+        self.held_total =
+            self.held_total - s.sum[Holder::Held as usize] + sums[Holder::Held as usize];
+        s.sum = sums;
     }
 
     pub(crate) fn touch_lru(&mut self, a: usize) {
@@ -663,6 +684,8 @@ impl<'a> Sim<'a> {
         }
         self.anon_total = 0;
         self.file_total = 0;
+        self.held_total = 0;
+        self.stream_apps.clear();
         self.zram_stored = 0;
         self.swap_used = 0;
         self.zram_cls = [0; 3];

@@ -116,6 +116,7 @@ impl Sim<'_> {
         let mut file = 0;
         let mut zram = 0;
         let mut swap = 0;
+        let mut held = 0;
         for (i, s) in self.st.iter().enumerate() {
             if !s.alive && s.anon_total() > 0 {
                 return Err(format!("dead app {i} holds anonymous memory"));
@@ -133,7 +134,7 @@ impl Sim<'_> {
             anon += s.anon_res;
             zram += s.anon_zram;
             swap += s.anon_swap;
-            let sums = [cells_sum(&s.own), cells_sum(&s.held), cells_sum(&s.stream)];
+            let sums = s.cell_sums();
             if sums != s.sum {
                 return Err(format!(
                     "app {i} holder sums drift: {sums:?} vs {:?}",
@@ -141,6 +142,10 @@ impl Sim<'_> {
                 ));
             }
             file += sums.iter().sum::<u64>() + s.other_file;
+            held += sums[Holder::Held as usize];
+        }
+        if held != self.held_total {
+            return Err(format!("held total drifts: {held} vs {}", self.held_total));
         }
         if anon != self.anon_total || file != self.file_total {
             return Err(format!(
@@ -171,6 +176,9 @@ impl Sim<'_> {
     pub(crate) fn add_file(&mut self, a: usize, h: Holder, k: usize, b: usize, n: u64) {
         self.st[a].cells_mut(h)[k][b] += n;
         self.st[a].sum[h as usize] += n;
+        if h == Holder::Held {
+            self.held_total += n;
+        }
         self.file_total += n;
         self.alloc_counter += n;
         // Re-reading evicted pages is a refault.
@@ -234,6 +242,9 @@ impl Sim<'_> {
                     }
                     let t = take_cells(self.st[a].cells_mut(h), n - got);
                     self.st[a].sum[h as usize] -= t;
+                    if h == Holder::Held {
+                        self.held_total -= t;
+                    }
                     self.st[a].evicted_outstanding += t;
                     got += t;
                 }
