@@ -150,7 +150,7 @@ pub(crate) enum Holder {
     Stream,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct AppState {
     pub alive: bool,
     pub ran_before: bool,
@@ -176,7 +176,7 @@ pub(crate) struct AppState {
     /// The worker's standby target for this app (pages per cell), if held.
     pub standby_target: Option<Cells>,
     /// The worker's launch-stream queue: (chunk, bucket, pages) in order.
-    pub stream_q: Vec<(usize, usize, u64)>,
+    pub stream_q: StreamQueue,
     /// Ariadne: zram pages by hotness class (hot, warm, cold).
     pub zcls: [u64; 3],
     /// What the app's current foreground window brought back, pages (ASAP's feedback).
@@ -211,6 +211,11 @@ pub(crate) fn cells_sum(c: &Cells) -> u64 {
 }
 
 pub(crate) const PSI_BUCKETS: usize = 100;
+
+/// Per app: the spans of the last launch stream loaded and the worker's queue for them.
+pub(crate) type StreamMemo = Vec<Option<(Vec<appflow_core::preload::FileSpan>, StreamQueue)>>;
+/// A launch-stream queue: (chunk, bucket, pages) in order.
+pub(crate) type StreamQueue = Vec<(usize, usize, u64)>;
 
 /// The simulated phone running one policy.
 pub struct Sim<'a> {
@@ -263,6 +268,11 @@ pub struct Sim<'a> {
     /// reloads the same set after every launch, and mapping its spans to
     /// cells is the simulator's costliest step.
     pub(crate) touch_memo: Vec<Option<(Vec<appflow_core::preload::FileSpan>, Cells)>>,
+    /// Per app, the last launch stream loaded and the worker's queue for
+    /// it: the scheduler hands the same stream at every launch of an app
+    /// (until the profiles or the cutoff change), and mapping its files to
+    /// cells costs a lookup per file.
+    pub(crate) stream_memo: StreamMemo,
     /// The process list of the last tick, reused (its strings keep their buffers).
     procs_buf: Vec<ProcInfo>,
     /// Read rates looked up once.
@@ -273,6 +283,12 @@ pub struct Sim<'a> {
     /// Apps whose launch-stream queue may be non-empty, ascending: the
     /// worker streams only for them.
     pub(crate) stream_apps: Vec<usize>,
+    /// Apps whose state may differ from a fresh device's since the last
+    /// reset: launched, or handed a standby set, a launch stream or a
+    /// prepaging job. Every other path changes only apps that hold pages or
+    /// run, so the others are as `reset` left them and need no reset or
+    /// accounting walk (debug builds check this at every reset).
+    pub(crate) touched: Vec<bool>,
     /// Counters of the run.
     pub counters: Counters,
     /// Kill log: (time µs, app, reason).
@@ -352,10 +368,12 @@ impl<'a> Sim<'a> {
             counters: Counters::default(),
             kill_log: Vec::new(),
             touch_memo: vec![None; models.len()],
+            stream_memo: vec![None; models.len()],
             procs_buf: Vec::new(),
             rates: crate::launch::Rates::new(dev, models, cfg.preload.hot_segment_bytes),
             held_total: 0,
             stream_apps: Vec::new(),
+            touched: vec![false; n],
         }
     }
 
@@ -412,6 +430,11 @@ impl<'a> Sim<'a> {
         self.held_total =
             self.held_total - s.sum[Holder::Held as usize] + sums[Holder::Held as usize];
         s.sum = sums;
+    }
+
+    /// Marks app `a` as possibly changed since the last reset.
+    pub(crate) fn mark_touched(&mut self, a: usize) {
+        self.touched[a] = true;
     }
 
     pub(crate) fn touch_lru(&mut self, a: usize) {
@@ -555,6 +578,7 @@ impl<'a> Sim<'a> {
     /// ready. A cold launch is a `launch` event (an exec); bringing back a
     /// running app is a `foreground` switch. Returns the record.
     pub fn launch(&mut self, a: usize) -> LaunchRecord {
+        self.mark_touched(a);
         let kind = self.classify(a);
         let start = self.now_us;
         let relaunch_after_kill =
@@ -677,10 +701,15 @@ impl<'a> Sim<'a> {
     pub fn reset(&mut self) {
         for a in 0..self.st.len() {
             let launches = self.st[a].launches;
-            self.st[a] = AppState {
+            let fresh = AppState {
                 launches,
                 ..AppState::default()
             };
+            if std::mem::take(&mut self.touched[a]) {
+                self.st[a] = fresh;
+            } else {
+                debug_assert!(self.st[a] == fresh, "untouched app {a} changed");
+            }
         }
         self.anon_total = 0;
         self.file_total = 0;

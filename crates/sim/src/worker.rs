@@ -10,7 +10,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::catalog::{Cells, CHUNKS};
-use crate::engine::{Holder, Sim};
+use crate::engine::{Holder, Sim, StreamQueue};
 use appflow_core::mechanism::{
     Hold, KillMechanism, KillOutcome, MechError, PreloadMechanism, ReclaimMechanism,
 };
@@ -186,6 +186,22 @@ impl Sim<'_> {
         c
     }
 
+    /// The worker's queue for a launch stream: (chunk, bucket, pages) in
+    /// the spans' order, consecutive spans of one cell merged.
+    fn stream_queue(&self, a: usize, spans: &[FileSpan]) -> StreamQueue {
+        let mut q: StreamQueue = Vec::new();
+        for sp in spans {
+            if let Some(&(k, b)) = self.models[a].cell_of.get(&sp.path) {
+                let pages = sp.len.div_ceil(PAGE_BYTES);
+                match q.last_mut() {
+                    Some(last) if last.0 == k && last.1 == b => last.2 += pages,
+                    _ => q.push((k, b, pages)),
+                }
+            }
+        }
+        q
+    }
+
     /// Moves pages of `a` from holder `from` to the app's own page cache.
     fn give_to_app(&mut self, a: usize, from: Holder) {
         let s = &mut self.st[a];
@@ -329,6 +345,7 @@ impl PreloadMechanism for Sim<'_> {
     /// until released.
     fn load(&mut self, app: &str, spans: &[FileSpan], hold: Hold) -> Result<u64, MechError> {
         let a = self.app_index(app)?;
+        self.mark_touched(a);
         let bytes = spans.iter().map(|s| s.len).sum();
         match hold {
             Hold::Touch => {
@@ -344,16 +361,14 @@ impl PreloadMechanism for Sim<'_> {
                 self.next_touch_us = self.now_us;
             }
             Hold::Protect => {
-                let mut q: Vec<(usize, usize, u64)> = Vec::new();
-                for sp in spans {
-                    if let Some(&(k, b)) = self.models[a].cell_of.get(&sp.path) {
-                        let pages = sp.len.div_ceil(PAGE_BYTES);
-                        match q.last_mut() {
-                            Some(last) if last.0 == k && last.1 == b => last.2 += pages,
-                            _ => q.push((k, b, pages)),
-                        }
+                let q = match &self.stream_memo[a] {
+                    Some((memo, q)) if memo.as_slice() == spans => q.clone(),
+                    _ => {
+                        let q = self.stream_queue(a, spans);
+                        self.stream_memo[a] = Some((spans.to_vec(), q.clone()));
+                        q
                     }
-                }
+                };
                 if !q.is_empty() {
                     if let Err(p) = self.stream_apps.binary_search(&a) {
                         self.stream_apps.insert(p, a);
@@ -394,6 +409,7 @@ impl PreloadMechanism for Sim<'_> {
     /// of memory (its zram pages, its evicted launch-file pages).
     fn prepage(&mut self, app: &str, plan: &PrepagePlan) -> Result<u64, MechError> {
         let a = self.app_index(app)?;
+        self.mark_touched(a);
         let s = &self.st[a];
         let cached: u64 = (0..CHUNKS).map(|k| s.cached(k, 0) + s.cached(k, 1)).sum();
         let evicted = self.models[a].file_pages().saturating_sub(cached);
