@@ -255,7 +255,8 @@ pub struct Sim<'a> {
     // user space
     /// ASAP: the prepaging job of the switching app.
     pub(crate) prepage_job: Option<PrepageJob>,
-    sched: Option<Scheduler>,
+    /// Boxed: it is taken out and put back at every record it applies.
+    sched: Option<Box<Scheduler>>,
     next_tick_us: u64,
     /// CPU the rebalancing page-out may use in the current tick, ms.
     pub(crate) rebalance_budget_ms: f64,
@@ -323,7 +324,7 @@ impl<'a> Sim<'a> {
                 .collect();
             s.set_profiles(profiles);
             s.ensure_plan(0, 0);
-            s
+            Box::new(s)
         });
         Sim {
             dev,
@@ -407,7 +408,7 @@ impl<'a> Sim<'a> {
 
     /// The scheduler's cutoff plan, when the policy has the selective preloader.
     pub fn sfp_plan(&self) -> Option<&CutoffPlan> {
-        self.sched.as_ref().and_then(Scheduler::plan)
+        self.sched.as_deref().and_then(Scheduler::plan)
     }
 
     /// Simulated memory state in MiB (for reports and debugging).

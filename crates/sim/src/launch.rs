@@ -58,6 +58,17 @@ struct Launch {
     pos: usize,
 }
 
+/// The pages of a read phase: a share `frac` of `pages`, rounded up. The
+/// whole of it (a cold launch) is `pages` itself, without the float round
+/// trip, which gives the same value for any count a float holds exactly.
+fn share_pages(pages: u64, frac: f64) -> u64 {
+    if frac == 1.0 && pages <= 1 << 53 {
+        pages
+    } else {
+        (pages as f64 * frac).ceil() as u64
+    }
+}
+
 /// Read rate at a block size on `dev`, pages per ms.
 pub(crate) fn rate_ppm(dev: &Device, block_bytes: u64) -> f64 {
     dev.read_curve.throughput(block_bytes) / appflow_core::PAGE_BYTES as f64 / 1000.0
@@ -234,7 +245,7 @@ impl Sim<'_> {
         match l.phases.get(l.pos) {
             Some(Phase::Read { k, frac, left }) => {
                 for b in [SMALL, LARGE] {
-                    let want = (m.chunk_pages[*k][b] as f64 * frac).ceil() as u64;
+                    let want = share_pages(m.chunk_pages[*k][b], *frac);
                     let need = want.saturating_sub(self.st[l.app].cached(*k, b));
                     if left.map_or(need, |l| l[b].min(need)) > 0 {
                         return Some(self.rates.read(l.app, *k, b));
@@ -356,13 +367,13 @@ impl Sim<'_> {
                     let mut left = left.unwrap_or_else(|| {
                         let m = &self.models[a];
                         [SMALL, LARGE].map(|b| {
-                            let want = (m.chunk_pages[k][b] as f64 * frac).ceil() as u64;
+                            let want = share_pages(m.chunk_pages[k][b], frac);
                             want.saturating_sub(self.st[a].cached(k, b))
                         })
                     });
                     for b in [SMALL, LARGE] {
                         let m = &self.models[a];
-                        let want = (m.chunk_pages[k][b] as f64 * frac).ceil() as u64;
+                        let want = share_pages(m.chunk_pages[k][b], frac);
                         let need = want.saturating_sub(self.st[a].cached(k, b)).min(left[b]);
                         if need == 0 {
                             continue;
