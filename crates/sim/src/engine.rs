@@ -248,6 +248,9 @@ pub struct Sim<'a> {
     pub(crate) psi_some: [f64; PSI_BUCKETS],
     pub(crate) psi_full: [f64; PSI_BUCKETS],
     pub(crate) psi_bucket: u64,
+    /// A stall was recorded since the buckets were last cleared (while
+    /// not, every bucket is 0 and the averages are 0 without a walk).
+    pub(crate) psi_recorded: bool,
     /// PMR: pages in kshrinkd's victim list.
     pub(crate) pmr_victims: u64,
     /// Ariadne: zram pages by hotness class, all apps.
@@ -352,6 +355,7 @@ impl<'a> Sim<'a> {
             psi_some: [0.0; PSI_BUCKETS],
             psi_full: [0.0; PSI_BUCKETS],
             psi_bucket: 0,
+            psi_recorded: false,
             pmr_victims: 0,
             zram_cls: [0; 3],
             prepage_job: None,
@@ -729,6 +733,7 @@ impl<'a> Sim<'a> {
         self.last_kill_us = None;
         self.psi_some = [0.0; PSI_BUCKETS];
         self.psi_full = [0.0; PSI_BUCKETS];
+        self.psi_recorded = false;
         if let Some(s) = self.sched.as_mut() {
             s.reset_state();
         }

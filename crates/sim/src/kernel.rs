@@ -460,7 +460,11 @@ impl Sim<'_> {
         if b == self.psi_bucket {
             return;
         }
-        let gap = (b - self.psi_bucket).min(PSI_BUCKETS as u64);
+        let gap = if self.psi_recorded {
+            (b - self.psi_bucket).min(PSI_BUCKETS as u64)
+        } else {
+            0
+        };
         for i in 1..=gap {
             let idx = ((self.psi_bucket + i) % PSI_BUCKETS as u64) as usize;
             self.psi_some[idx] = 0.0;
@@ -471,6 +475,7 @@ impl Sim<'_> {
 
     pub(crate) fn add_psi(&mut self, some_ms: f64, full_ms: f64) {
         self.roll_psi();
+        self.psi_recorded = true;
         let idx = (self.psi_bucket % PSI_BUCKETS as u64) as usize;
         self.psi_some[idx] += some_ms;
         self.psi_full[idx] += full_ms;
@@ -478,6 +483,9 @@ impl Sim<'_> {
 
     /// (some, full) stall share over the last `buckets` × 100 ms.
     pub(crate) fn psi(&self, buckets: usize) -> (f64, f64) {
+        if !self.psi_recorded {
+            return (0.0, 0.0);
+        }
         let mut s = 0.0;
         let mut f = 0.0;
         for i in 0..buckets as u64 {
