@@ -251,7 +251,7 @@ pub fn simulate_with(
         }
     }
     let events = match (&a.trace, a.workload.as_str()) {
-        (Some(p), "trace") => Some(trace::TraceReader::open(p, cat)?.events().to_vec()),
+        (Some(p), "trace") => Some(trace::TraceReader::open(p, cat)?.into_events()),
         (Some(_), w) => {
             return Err(InputError::new(format!(
                 "--trace is only used with --workload trace (got --workload {w})"

@@ -150,7 +150,7 @@ pub(crate) enum Holder {
     Stream,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct AppState {
     pub alive: bool,
     pub ran_before: bool,
@@ -176,7 +176,7 @@ pub(crate) struct AppState {
     /// The worker's standby target for this app (pages per cell), if held.
     pub standby_target: Option<Cells>,
     /// The worker's launch-stream queue: (chunk, bucket, pages) in order.
-    pub stream_q: Vec<(usize, usize, u64)>,
+    pub stream_q: StreamQueue,
     /// Ariadne: zram pages by hotness class (hot, warm, cold).
     pub zcls: [u64; 3],
     /// What the app's current foreground window brought back, pages (ASAP's feedback).
@@ -197,12 +197,12 @@ impl AppState {
     pub fn anon_total(&self) -> u64 {
         self.anon_res + self.anon_zram + self.anon_swap
     }
-    pub fn fix_sums(&mut self) {
-        self.sum = [
+    pub(crate) fn cell_sums(&self) -> [u64; 3] {
+        [
             cells_sum(&self.own),
             cells_sum(&self.held),
             cells_sum(&self.stream),
-        ];
+        ]
     }
 }
 
@@ -211,6 +211,11 @@ pub(crate) fn cells_sum(c: &Cells) -> u64 {
 }
 
 pub(crate) const PSI_BUCKETS: usize = 100;
+
+/// Per app: the spans of the last launch stream loaded and the worker's queue for them.
+pub(crate) type StreamMemo = Vec<Option<(Vec<appflow_core::preload::FileSpan>, StreamQueue)>>;
+/// A launch-stream queue: (chunk, bucket, pages) in order.
+pub(crate) type StreamQueue = Vec<(usize, usize, u64)>;
 
 /// The simulated phone running one policy.
 pub struct Sim<'a> {
@@ -243,6 +248,9 @@ pub struct Sim<'a> {
     pub(crate) psi_some: [f64; PSI_BUCKETS],
     pub(crate) psi_full: [f64; PSI_BUCKETS],
     pub(crate) psi_bucket: u64,
+    /// A stall was recorded since the buckets were last cleared (while
+    /// not, every bucket is 0 and the averages are 0 without a walk).
+    pub(crate) psi_recorded: bool,
     /// PMR: pages in kshrinkd's victim list.
     pub(crate) pmr_victims: u64,
     /// Ariadne: zram pages by hotness class, all apps.
@@ -250,7 +258,8 @@ pub struct Sim<'a> {
     // user space
     /// ASAP: the prepaging job of the switching app.
     pub(crate) prepage_job: Option<PrepageJob>,
-    sched: Option<Scheduler>,
+    /// Boxed: it is taken out and put back at every record it applies.
+    sched: Option<Box<Scheduler>>,
     next_tick_us: u64,
     /// CPU the rebalancing page-out may use in the current tick, ms.
     pub(crate) rebalance_budget_ms: f64,
@@ -263,8 +272,27 @@ pub struct Sim<'a> {
     /// reloads the same set after every launch, and mapping its spans to
     /// cells is the simulator's costliest step.
     pub(crate) touch_memo: Vec<Option<(Vec<appflow_core::preload::FileSpan>, Cells)>>,
+    /// Per app, the last launch stream loaded and the worker's queue for
+    /// it: the scheduler hands the same stream at every launch of an app
+    /// (until the profiles or the cutoff change), and mapping its files to
+    /// cells costs a lookup per file.
+    pub(crate) stream_memo: StreamMemo,
     /// The process list of the last tick, reused (its strings keep their buffers).
     procs_buf: Vec<ProcInfo>,
+    /// Read rates looked up once.
+    pub(crate) rates: crate::launch::Rates,
+    /// Pages of every app's standby set held (the sum of the apps' `Held`
+    /// sums), kept as they change: the preload peak reads it every step.
+    pub(crate) held_total: u64,
+    /// Apps whose launch-stream queue may be non-empty, ascending: the
+    /// worker streams only for them.
+    pub(crate) stream_apps: Vec<usize>,
+    /// Apps whose state may differ from a fresh device's since the last
+    /// reset: launched, or handed a standby set, a launch stream or a
+    /// prepaging job. Every other path changes only apps that hold pages or
+    /// run, so the others are as `reset` left them and need no reset or
+    /// accounting walk (debug builds check this at every reset).
+    pub(crate) touched: Vec<bool>,
     /// Counters of the run.
     pub counters: Counters,
     /// Kill log: (time µs, app, reason).
@@ -299,7 +327,7 @@ impl<'a> Sim<'a> {
                 .collect();
             s.set_profiles(profiles);
             s.ensure_plan(0, 0);
-            s
+            Box::new(s)
         });
         Sim {
             dev,
@@ -327,6 +355,7 @@ impl<'a> Sim<'a> {
             psi_some: [0.0; PSI_BUCKETS],
             psi_full: [0.0; PSI_BUCKETS],
             psi_bucket: 0,
+            psi_recorded: false,
             pmr_victims: 0,
             zram_cls: [0; 3],
             prepage_job: None,
@@ -344,7 +373,12 @@ impl<'a> Sim<'a> {
             counters: Counters::default(),
             kill_log: Vec::new(),
             touch_memo: vec![None; models.len()],
+            stream_memo: vec![None; models.len()],
             procs_buf: Vec::new(),
+            rates: crate::launch::Rates::new(dev, models, cfg.preload.hot_segment_bytes),
+            held_total: 0,
+            stream_apps: Vec::new(),
+            touched: vec![false; n],
         }
     }
 
@@ -378,7 +412,7 @@ impl<'a> Sim<'a> {
 
     /// The scheduler's cutoff plan, when the policy has the selective preloader.
     pub fn sfp_plan(&self) -> Option<&CutoffPlan> {
-        self.sched.as_ref().and_then(Scheduler::plan)
+        self.sched.as_deref().and_then(Scheduler::plan)
     }
 
     /// Simulated memory state in MiB (for reports and debugging).
@@ -391,6 +425,21 @@ impl<'a> Sim<'a> {
         out.insert("zram_stored", m(self.zram_stored));
         out.insert("swap_used", m(self.swap_used));
         out
+    }
+
+    /// Recomputes app `a`'s holder sums from its cells after a bulk move
+    /// between holders, keeping the held total in step.
+    pub(crate) fn fix_sums(&mut self, a: usize) {
+        let s = &mut self.st[a];
+        let sums = s.cell_sums();
+        self.held_total =
+            self.held_total - s.sum[Holder::Held as usize] + sums[Holder::Held as usize];
+        s.sum = sums;
+    }
+
+    /// Marks app `a` as possibly changed since the last reset.
+    pub(crate) fn mark_touched(&mut self, a: usize) {
+        self.touched[a] = true;
     }
 
     pub(crate) fn touch_lru(&mut self, a: usize) {
@@ -534,6 +583,7 @@ impl<'a> Sim<'a> {
     /// ready. A cold launch is a `launch` event (an exec); bringing back a
     /// running app is a `foreground` switch. Returns the record.
     pub fn launch(&mut self, a: usize) -> LaunchRecord {
+        self.mark_touched(a);
         let kind = self.classify(a);
         let start = self.now_us;
         let relaunch_after_kill =
@@ -656,13 +706,20 @@ impl<'a> Sim<'a> {
     pub fn reset(&mut self) {
         for a in 0..self.st.len() {
             let launches = self.st[a].launches;
-            self.st[a] = AppState {
+            let fresh = AppState {
                 launches,
                 ..AppState::default()
             };
+            if std::mem::take(&mut self.touched[a]) {
+                self.st[a] = fresh;
+            } else {
+                debug_assert!(self.st[a] == fresh, "untouched app {a} changed");
+            }
         }
         self.anon_total = 0;
         self.file_total = 0;
+        self.held_total = 0;
+        self.stream_apps.clear();
         self.zram_stored = 0;
         self.swap_used = 0;
         self.zram_cls = [0; 3];
@@ -676,6 +733,7 @@ impl<'a> Sim<'a> {
         self.last_kill_us = None;
         self.psi_some = [0.0; PSI_BUCKETS];
         self.psi_full = [0.0; PSI_BUCKETS];
+        self.psi_recorded = false;
         if let Some(s) = self.sched.as_mut() {
             s.reset_state();
         }

@@ -80,7 +80,7 @@ impl Sim<'_> {
     /// zram's compressed pool where it takes DRAM (0 when the device's pool
     /// lies outside the apps' memory, like the testbed's uncharged zram).
     pub(crate) fn zram_pool(&self) -> u64 {
-        if !self.dev.zram_pool_in_dram {
+        if !self.dev.zram_pool_in_dram || (self.zram_stored == 0 && !self.ariadne()) {
             return 0;
         }
         if self.ariadne() {
@@ -116,14 +116,28 @@ impl Sim<'_> {
         let mut file = 0;
         let mut zram = 0;
         let mut swap = 0;
+        let mut held = 0;
+        // Apps untouched since the reset hold nothing (debug builds check
+        // it at the next reset); a page one of them held anyway would show
+        // as a drift of the totals below.
         for (i, s) in self.st.iter().enumerate() {
+            if !self.touched[i] {
+                continue;
+            }
             if !s.alive && s.anon_total() > 0 {
                 return Err(format!("dead app {i} holds anonymous memory"));
             }
-            for k in 0..CHUNKS {
-                for b in 0..2 {
-                    if s.cached(k, b) > self.models[i].chunk_pages[k][b] {
-                        return Err(format!("app {i} chunk {k}/{b} caches more than its files"));
+            let sums = s.cell_sums();
+            // An app without a cached page (the sums of its cells are 0,
+            // so every cell is) cannot cache more than its files.
+            if sums != [0; 3] {
+                for k in 0..CHUNKS {
+                    for b in 0..2 {
+                        if s.cached(k, b) > self.models[i].chunk_pages[k][b] {
+                            return Err(format!(
+                                "app {i} chunk {k}/{b} caches more than its files"
+                            ));
+                        }
                     }
                 }
             }
@@ -133,7 +147,6 @@ impl Sim<'_> {
             anon += s.anon_res;
             zram += s.anon_zram;
             swap += s.anon_swap;
-            let sums = [cells_sum(&s.own), cells_sum(&s.held), cells_sum(&s.stream)];
             if sums != s.sum {
                 return Err(format!(
                     "app {i} holder sums drift: {sums:?} vs {:?}",
@@ -141,6 +154,10 @@ impl Sim<'_> {
                 ));
             }
             file += sums.iter().sum::<u64>() + s.other_file;
+            held += sums[Holder::Held as usize];
+        }
+        if held != self.held_total {
+            return Err(format!("held total drifts: {held} vs {}", self.held_total));
         }
         if anon != self.anon_total || file != self.file_total {
             return Err(format!(
@@ -171,6 +188,9 @@ impl Sim<'_> {
     pub(crate) fn add_file(&mut self, a: usize, h: Holder, k: usize, b: usize, n: u64) {
         self.st[a].cells_mut(h)[k][b] += n;
         self.st[a].sum[h as usize] += n;
+        if h == Holder::Held {
+            self.held_total += n;
+        }
         self.file_total += n;
         self.alloc_counter += n;
         // Re-reading evicted pages is a refault.
@@ -234,6 +254,9 @@ impl Sim<'_> {
                     }
                     let t = take_cells(self.st[a].cells_mut(h), n - got);
                     self.st[a].sum[h as usize] -= t;
+                    if h == Holder::Held {
+                        self.held_total -= t;
+                    }
                     self.st[a].evicted_outstanding += t;
                     got += t;
                 }
@@ -437,7 +460,11 @@ impl Sim<'_> {
         if b == self.psi_bucket {
             return;
         }
-        let gap = (b - self.psi_bucket).min(PSI_BUCKETS as u64);
+        let gap = if self.psi_recorded {
+            (b - self.psi_bucket).min(PSI_BUCKETS as u64)
+        } else {
+            0
+        };
         for i in 1..=gap {
             let idx = ((self.psi_bucket + i) % PSI_BUCKETS as u64) as usize;
             self.psi_some[idx] = 0.0;
@@ -448,6 +475,7 @@ impl Sim<'_> {
 
     pub(crate) fn add_psi(&mut self, some_ms: f64, full_ms: f64) {
         self.roll_psi();
+        self.psi_recorded = true;
         let idx = (self.psi_bucket % PSI_BUCKETS as u64) as usize;
         self.psi_some[idx] += some_ms;
         self.psi_full[idx] += full_ms;
@@ -455,6 +483,9 @@ impl Sim<'_> {
 
     /// (some, full) stall share over the last `buckets` × 100 ms.
     pub(crate) fn psi(&self, buckets: usize) -> (f64, f64) {
+        if !self.psi_recorded {
+            return (0.0, 0.0);
+        }
         let mut s = 0.0;
         let mut f = 0.0;
         for i in 0..buckets as u64 {

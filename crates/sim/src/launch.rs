@@ -9,7 +9,9 @@
 //! (the AppFlow paper §2.2.1: 79 % of the bandwidth unused during app switches),
 //! which the idle-class preload worker may use.
 
+use crate::catalog::AppModel;
 use crate::catalog::{CHUNKS, LARGE, SMALL};
+use crate::device::Device;
 use crate::engine::{Holder, Sim};
 use crate::peers::{HOT, WARM};
 use crate::rng;
@@ -54,6 +56,73 @@ struct Launch {
     app: usize,
     phases: Vec<Phase>,
     pos: usize,
+}
+
+/// The pages of a read phase: a share `frac` of `pages`, rounded up. The
+/// whole of it (a cold launch) is `pages` itself, without the float round
+/// trip, which gives the same value for any count a float holds exactly.
+fn share_pages(pages: u64, frac: f64) -> u64 {
+    if frac == 1.0 && pages <= 1 << 53 {
+        pages
+    } else {
+        (pages as f64 * frac).ceil() as u64
+    }
+}
+
+/// Read rate at a block size on `dev`, pages per ms.
+pub(crate) fn rate_ppm(dev: &Device, block_bytes: u64) -> f64 {
+    dev.read_curve.throughput(block_bytes) / appflow_core::PAGE_BYTES as f64 / 1000.0
+}
+
+/// The read rates the launch loop and the worker use at every step, looked
+/// up on the device's curve once per run (the same values `rate_ppm` gives).
+#[derive(Debug, Clone)]
+pub(crate) struct Rates {
+    /// Per app and chunk: small-file reads at the chunk's mean small-file
+    /// size (the app's and the worker's alike).
+    small: Vec<[f64; CHUNKS]>,
+    /// The app's reads of large files (the device's readahead).
+    readahead: f64,
+    /// The worker's large reads (the core's hot-segment size).
+    pub hot_segment: f64,
+    /// Swap-in from flash (32 KiB swap readahead).
+    pub swap_in: f64,
+    /// The flash's full rate (its largest-block throughput).
+    pub device: f64,
+}
+
+impl Rates {
+    pub(crate) fn new(dev: &Device, models: &[AppModel], hot_segment_bytes: u64) -> Self {
+        let last = dev.read_curve.points().last().expect("curve has points");
+        Self {
+            small: models
+                .iter()
+                .map(|m| m.small_block_bytes.map(|b| rate_ppm(dev, b)))
+                .collect(),
+            readahead: rate_ppm(dev, dev.readahead_bytes),
+            hot_segment: rate_ppm(dev, hot_segment_bytes),
+            swap_in: rate_ppm(dev, 32 * KIB),
+            device: last.bytes_per_sec / appflow_core::PAGE_BYTES as f64 / 1000.0,
+        }
+    }
+
+    /// The app's own read of chunk `k`, bucket `b`.
+    pub(crate) fn read(&self, a: usize, k: usize, b: usize) -> f64 {
+        if b == SMALL {
+            self.small[a][k]
+        } else {
+            self.readahead
+        }
+    }
+
+    /// The worker's touch of chunk `k`, bucket `b` of app `a`.
+    pub(crate) fn touch(&self, a: usize, k: usize, b: usize) -> f64 {
+        if b == SMALL {
+            self.small[a][k]
+        } else {
+            self.hot_segment
+        }
+    }
 }
 
 impl Sim<'_> {
@@ -165,41 +234,26 @@ impl Sim<'_> {
         }
     }
 
-    /// Read rate at a block size, pages per ms.
-    pub(crate) fn rate_ppm(&self, block_bytes: u64) -> f64 {
-        self.dev.read_curve.throughput(block_bytes) / appflow_core::PAGE_BYTES as f64 / 1000.0
-    }
-
     /// The flash's full rate (its largest-block throughput), pages per ms.
     pub(crate) fn device_ppm(&self) -> f64 {
-        let last = self
-            .dev
-            .read_curve
-            .points()
-            .last()
-            .expect("curve has points");
-        last.bytes_per_sec / appflow_core::PAGE_BYTES as f64 / 1000.0
+        self.rates.device
     }
 
-    /// The block size of the app's current read, if it is reading.
-    fn app_block(&self, l: &Launch) -> Option<u64> {
+    /// The read rate of the app's current read, pages per ms, if it is reading.
+    fn app_rate(&self, l: &Launch) -> Option<f64> {
         let m = &self.models[l.app];
         match l.phases.get(l.pos) {
             Some(Phase::Read { k, frac, left }) => {
                 for b in [SMALL, LARGE] {
-                    let want = (m.chunk_pages[*k][b] as f64 * frac).ceil() as u64;
+                    let want = share_pages(m.chunk_pages[*k][b], *frac);
                     let need = want.saturating_sub(self.st[l.app].cached(*k, b));
                     if left.map_or(need, |l| l[b].min(need)) > 0 {
-                        return Some(if b == SMALL {
-                            m.small_block_bytes[*k]
-                        } else {
-                            self.dev.readahead_bytes
-                        });
+                        return Some(self.rates.read(l.app, *k, b));
                     }
                 }
                 None
             }
-            Some(Phase::SwapIn { flash, .. }) if *flash > 0 => Some(32 * KIB),
+            Some(Phase::SwapIn { flash, .. }) if *flash > 0 => Some(self.rates.swap_in),
             _ => None,
         }
     }
@@ -210,7 +264,7 @@ impl Sim<'_> {
         let a = l.app;
         let dt = STEP_MS;
         let dev_ppm = self.device_ppm();
-        let demand = self.app_block(l).map(|b| self.rate_ppm(b)).unwrap_or(0.0);
+        let demand = self.app_rate(l).unwrap_or(0.0);
         let scale = if demand > dev_ppm {
             dev_ppm / demand
         } else {
@@ -271,7 +325,7 @@ impl Sim<'_> {
                     } else if from_zram {
                         self.dev.zram_decomp_ms_per_mib / 256.0
                     } else {
-                        1.0 / (self.rate_ppm(32 * KIB) * scale)
+                        1.0 / (self.rates.swap_in * scale)
                     };
                     let want = match (from_zram, self.ariadne()) {
                         (true, true) if hot > 0 => hot,
@@ -313,13 +367,13 @@ impl Sim<'_> {
                     let mut left = left.unwrap_or_else(|| {
                         let m = &self.models[a];
                         [SMALL, LARGE].map(|b| {
-                            let want = (m.chunk_pages[k][b] as f64 * frac).ceil() as u64;
+                            let want = share_pages(m.chunk_pages[k][b], frac);
                             want.saturating_sub(self.st[a].cached(k, b))
                         })
                     });
                     for b in [SMALL, LARGE] {
                         let m = &self.models[a];
-                        let want = (m.chunk_pages[k][b] as f64 * frac).ceil() as u64;
+                        let want = share_pages(m.chunk_pages[k][b], frac);
                         let need = want.saturating_sub(self.st[a].cached(k, b)).min(left[b]);
                         if need == 0 {
                             continue;
@@ -328,12 +382,7 @@ impl Sim<'_> {
                         if t <= 1e-9 {
                             break;
                         }
-                        let block = if b == SMALL {
-                            m.small_block_bytes[k]
-                        } else {
-                            self.dev.readahead_bytes
-                        };
-                        let rate = self.rate_ppm(block) * scale;
+                        let rate = self.rates.read(a, k, b) * scale;
                         let n = need.min((t * rate).ceil() as u64).max(1);
                         let got = self.alloc(n, &mut t, true);
                         if got == 0 {
@@ -355,7 +404,7 @@ impl Sim<'_> {
                             st.own[k][b] += st.stream[k][b];
                             st.stream[k][b] = 0;
                         }
-                        st.fix_sums();
+                        self.fix_sums(a);
                         l.pos += 1;
                     } else {
                         l.phases[l.pos] = Phase::Read {

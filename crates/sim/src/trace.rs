@@ -21,7 +21,6 @@
 use crate::catalog::{AppClass, AppSpec};
 use crate::rng::SplitMix;
 use appflow_core::InputError;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// What happened.
@@ -51,8 +50,9 @@ pub struct TraceEvent {
 /// Parses a trace. `file` names the source in errors; `cat` is the
 /// catalogue app names are checked against.
 pub fn parse(text: &str, file: &str, cat: &[AppSpec]) -> Result<Vec<TraceEvent>, InputError> {
+    let names: std::collections::HashSet<&str> = cat.iter().map(|a| a.name.as_str()).collect();
     parse_with(text, file, false, &|app| {
-        if cat.iter().any(|a| a.name == app) {
+        if names.contains(app) {
             Ok(())
         } else {
             Err(format!(
@@ -95,7 +95,7 @@ fn parse_with(
 ) -> Result<Vec<TraceEvent>, InputError> {
     let mut out = Vec::new();
     let mut delim: Option<char> = None;
-    let mut last_ts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut last_ts: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
     for (i, raw) in text.lines().enumerate() {
         let line_no = i + 1;
         let line = raw.trim_end_matches('\r');
@@ -140,7 +140,7 @@ fn parse_with(
                 )))
             }
         };
-        let prev = last_ts.entry(user.to_string()).or_insert(0);
+        let prev = last_ts.entry(user).or_insert(0);
         if ts_ms < *prev {
             return Err(err(format!(
                 "timestamp {ts_ms} goes back in time for user {user:?} (previous {prev})"
@@ -190,6 +190,10 @@ impl TraceReader {
     /// All events.
     pub fn events(&self) -> &[TraceEvent] {
         &self.events
+    }
+    /// All events, taken from the reader.
+    pub fn into_events(self) -> Vec<TraceEvent> {
+        self.events
     }
     /// Users in order of first appearance.
     pub fn users(&self) -> Vec<String> {

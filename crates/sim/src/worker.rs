@@ -9,8 +9,8 @@
 // Cells are parallel [chunk][bucket] arrays of several holders; index loops read clearer.
 #![allow(clippy::needless_range_loop)]
 
-use crate::catalog::{Cells, CHUNKS, SMALL};
-use crate::engine::{Holder, Sim};
+use crate::catalog::{Cells, CHUNKS};
+use crate::engine::{Holder, Sim, StreamQueue};
 use appflow_core::mechanism::{
     Hold, KillMechanism, KillOutcome, MechError, PreloadMechanism, ReclaimMechanism,
 };
@@ -142,7 +142,7 @@ impl Sim<'_> {
 
     /// Pages held by the preloader before launch (the standby sets).
     pub fn standby_pages(&self) -> u64 {
-        self.st.iter().map(|s| s.sum[Holder::Held as usize]).sum()
+        self.held_total
     }
 
     /// Pages held by the preloader: standby sets + launch streams.
@@ -186,6 +186,22 @@ impl Sim<'_> {
         c
     }
 
+    /// The worker's queue for a launch stream: (chunk, bucket, pages) in
+    /// the spans' order, consecutive spans of one cell merged.
+    fn stream_queue(&self, a: usize, spans: &[FileSpan]) -> StreamQueue {
+        let mut q: StreamQueue = Vec::new();
+        for sp in spans {
+            if let Some(&(k, b)) = self.models[a].cell_of.get(&sp.path) {
+                let pages = sp.len.div_ceil(PAGE_BYTES);
+                match q.last_mut() {
+                    Some(last) if last.0 == k && last.1 == b => last.2 += pages,
+                    _ => q.push((k, b, pages)),
+                }
+            }
+        }
+        q
+    }
+
     /// Moves pages of `a` from holder `from` to the app's own page cache.
     fn give_to_app(&mut self, a: usize, from: Holder) {
         let s = &mut self.st[a];
@@ -196,7 +212,7 @@ impl Sim<'_> {
             }
         }
         *s.cells_mut(from) = [[0; 2]; CHUNKS];
-        s.fix_sums();
+        self.fix_sums(a);
     }
 
     /// The worker stops streaming for `a`; what it read is the app's now.
@@ -260,12 +276,7 @@ impl Sim<'_> {
                     if n == 0 {
                         continue;
                     }
-                    let block = if b == SMALL {
-                        self.models[a].small_block_bytes[k]
-                    } else {
-                        self.cfg.preload.hot_segment_bytes
-                    };
-                    let rate = self.rate_ppm(block);
+                    let rate = self.rates.touch(a, k, b);
                     if let Some(limit) = flash_ms {
                         let left = limit - used;
                         if left <= 0.0 {
@@ -281,7 +292,7 @@ impl Sim<'_> {
                     used += n as f64 / rate;
                 }
             }
-            self.st[a].fix_sums();
+            self.fix_sums(a);
         }
         self.note_preload_peak();
         used
@@ -293,7 +304,12 @@ impl Sim<'_> {
     /// are not the app's). Returns pages read.
     pub(crate) fn run_streams(&mut self, max_pages: u64, mut t_ms: f64) -> u64 {
         let mut read = 0;
-        for a in 0..self.st.len() {
+        // Apps without a queue are skipped; queues emptied here or released
+        // since leave the list (the order is the apps' order either way).
+        let mut i = 0;
+        while i < self.stream_apps.len() {
+            let a = self.stream_apps[i];
+            i += 1;
             while read < max_pages && !self.st[a].stream_q.is_empty() {
                 let (k, b, pages) = self.st[a].stream_q[0];
                 let room = self.models[a].chunk_pages[k][b].saturating_sub(self.st[a].cached(k, b));
@@ -304,6 +320,7 @@ impl Sim<'_> {
                 }
                 let n = self.alloc(need.min(max_pages - read), &mut t_ms, false);
                 if n == 0 {
+                    self.prune_stream_apps();
                     return read;
                 }
                 self.add_file(a, Holder::Stream, k, b, n);
@@ -312,7 +329,13 @@ impl Sim<'_> {
                 self.st[a].stream_q[0].2 -= n;
             }
         }
+        self.prune_stream_apps();
         read
+    }
+
+    fn prune_stream_apps(&mut self) {
+        let st = &self.st;
+        self.stream_apps.retain(|&a| !st[a].stream_q.is_empty());
     }
 }
 
@@ -322,6 +345,7 @@ impl PreloadMechanism for Sim<'_> {
     /// until released.
     fn load(&mut self, app: &str, spans: &[FileSpan], hold: Hold) -> Result<u64, MechError> {
         let a = self.app_index(app)?;
+        self.mark_touched(a);
         let bytes = spans.iter().map(|s| s.len).sum();
         match hold {
             Hold::Touch => {
@@ -337,14 +361,17 @@ impl PreloadMechanism for Sim<'_> {
                 self.next_touch_us = self.now_us;
             }
             Hold::Protect => {
-                let mut q: Vec<(usize, usize, u64)> = Vec::new();
-                for sp in spans {
-                    if let Some(&(k, b)) = self.models[a].cell_of.get(&sp.path) {
-                        let pages = sp.len.div_ceil(PAGE_BYTES);
-                        match q.last_mut() {
-                            Some(last) if last.0 == k && last.1 == b => last.2 += pages,
-                            _ => q.push((k, b, pages)),
-                        }
+                let q = match &self.stream_memo[a] {
+                    Some((memo, q)) if memo.as_slice() == spans => q.clone(),
+                    _ => {
+                        let q = self.stream_queue(a, spans);
+                        self.stream_memo[a] = Some((spans.to_vec(), q.clone()));
+                        q
+                    }
+                };
+                if !q.is_empty() {
+                    if let Err(p) = self.stream_apps.binary_search(&a) {
+                        self.stream_apps.insert(p, a);
                     }
                 }
                 self.st[a].stream_q = q;
@@ -382,6 +409,7 @@ impl PreloadMechanism for Sim<'_> {
     /// of memory (its zram pages, its evicted launch-file pages).
     fn prepage(&mut self, app: &str, plan: &PrepagePlan) -> Result<u64, MechError> {
         let a = self.app_index(app)?;
+        self.mark_touched(a);
         let s = &self.st[a];
         let cached: u64 = (0..CHUNKS).map(|k| s.cached(k, 0) + s.cached(k, 1)).sum();
         let evicted = self.models[a].file_pages().saturating_sub(cached);

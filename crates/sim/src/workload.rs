@@ -178,11 +178,22 @@ impl Setup {
     }
 }
 
-fn idx(models: &[AppModel], name: &str) -> usize {
-    models
+/// The model index of every event's app (one hash lookup per event, not a
+/// walk of the catalogue).
+fn app_indices(models: &[AppModel], events: &[TraceEvent]) -> Vec<usize> {
+    let by_name: std::collections::HashMap<&str, usize> = models
         .iter()
-        .position(|m| m.spec.name == name)
-        .unwrap_or_else(|| panic!("{name} is in the catalogue"))
+        .enumerate()
+        .map(|(i, m)| (m.spec.name.as_str(), i))
+        .collect();
+    events
+        .iter()
+        .map(|e| {
+            *by_name
+                .get(e.app.as_str())
+                .unwrap_or_else(|| panic!("{} is in the catalogue", e.app))
+        })
+        .collect()
 }
 
 fn find(models: &[AppModel], name: &str, what: &str) -> Result<usize, InputError> {
@@ -334,8 +345,8 @@ impl Workload {
             }
             Workload::Multitask { apps, .. } => apps.iter().for_each(|&a| v[a] = true),
             Workload::Trace { events } => {
-                for e in events {
-                    v[idx(models, &e.app)] = true;
+                for a in app_indices(models, events) {
+                    v[a] = true;
                 }
             }
         }
@@ -457,17 +468,21 @@ pub fn run_policy(
         }
         Workload::Trace { events } => {
             let mut span_ms = 0u64;
-            for evs in events_by_user(events) {
+            let app_of = app_indices(models, events);
+            let groups = UserGroups::new(events);
+            for u in 0..groups.len() {
+                let evs = groups.user(u);
                 sim.reset();
-                let t0 = evs[0].ts_ms;
-                span_ms += evs[evs.len() - 1].ts_ms - t0;
+                let t0 = events[evs[0]].ts_ms;
+                span_ms += events[evs[evs.len() - 1]].ts_ms - t0;
                 let base = sim.now_us();
-                for e in evs {
+                for &i in evs {
+                    let e = &events[i];
                     let at = base + (e.ts_ms - t0) * 1000;
                     if at > sim.now_us() {
                         sim.idle(at - sim.now_us());
                     }
-                    let a = idx(models, &e.app);
+                    let a = app_of[i];
                     match e.kind {
                         EventKind::Open => {
                             if !(sim.alive(a) && sim.foreground() == Some(a)) {
@@ -492,19 +507,74 @@ pub fn run_policy(
 }
 
 /// The trace's events grouped by user, users in order of first appearance,
-/// each user's events in trace order. One pass (a hash of user names), so
-/// replay stays linear in the number of users.
+/// each user's events in trace order.
 pub fn events_by_user(events: &[TraceEvent]) -> Vec<Vec<&TraceEvent>> {
-    let mut slot: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    let mut out: Vec<Vec<&TraceEvent>> = Vec::new();
-    for e in events {
-        let i = *slot.entry(e.user.as_str()).or_insert_with(|| {
-            out.push(Vec::new());
-            out.len() - 1
-        });
-        out[i].push(e);
+    let g = UserGroups::new(events);
+    (0..g.len())
+        .map(|u| g.user(u).iter().map(|&i| &events[i]).collect())
+        .collect()
+}
+
+/// The trace's event indices grouped by user (users in order of first
+/// appearance, each user's events in trace order), in two flat arrays: a
+/// counting sort over one pass with a hash of user names, so replay stays
+/// linear in the number of users and allocates nothing per user.
+#[derive(Debug, Clone)]
+pub struct UserGroups {
+    /// Event indices, user after user.
+    order: Vec<usize>,
+    /// Where each user's indices start in `order` (one more entry than users).
+    starts: Vec<usize>,
+}
+
+impl UserGroups {
+    /// Groups `events` by user.
+    pub fn new(events: &[TraceEvent]) -> Self {
+        let mut slot: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        let mut user_of = Vec::with_capacity(events.len());
+        let mut count: Vec<usize> = Vec::new();
+        for e in events {
+            let next = count.len();
+            let u = *slot.entry(e.user.as_str()).or_insert(next);
+            if u == next {
+                count.push(0);
+            }
+            count[u] += 1;
+            user_of.push(u);
+        }
+        drop(slot);
+        let mut starts = Vec::with_capacity(count.len() + 1);
+        let mut at = 0;
+        for c in &count {
+            starts.push(at);
+            at += c;
+        }
+        starts.push(at);
+        // `count` becomes each user's fill position.
+        let users = count.len();
+        count.copy_from_slice(&starts[..users]);
+        let mut order = vec![0; events.len()];
+        for (i, &u) in user_of.iter().enumerate() {
+            order[count[u]] = i;
+            count[u] += 1;
+        }
+        Self { order, starts }
     }
-    out
+
+    /// Number of users.
+    pub fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    /// Whether there is no user.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The event indices of user `u`, in trace order.
+    pub fn user(&self, u: usize) -> &[usize] {
+        &self.order[self.starts[u]..self.starts[u + 1]]
+    }
 }
 
 /// Builds the contract's per-policy result from an outcome.
