@@ -283,47 +283,6 @@ pub fn last_resort_allowed(cfg: &KillerConfig, p: &PressureState) -> bool {
     low && anon_bound && swap_full
 }
 
-/// A stall share on PSI's scale for a domain whose kernel reports no PSI
-/// (a cgroup v1 memory cgroup): the share of time, in percent, during which
-/// reclaim in the domain reported struggling, averaged like PSI's `avg10`
-/// (an exponential average with a 10 s time constant, kernel/sched/psi.c).
-///
-/// The driver feeds one observation per sample: whether the kernel signalled
-/// that reclaim is struggling since the previous one (on v1, a
-/// `memory.pressure_level` event at `medium` or above: less than 40 % of
-/// the scanned pages reclaimed, mm/vmpressure.c). The whole interval counts
-/// as stalled when it did, as PSI's "some" counts an interval in which at
-/// least one task waited. The result is compared with
-/// [`KillerConfig::trigger_psi_some_avg10`] as PSI is.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct StallShare {
-    last_ms: Option<u64>,
-    avg: f64,
-}
-
-/// PSI's `avg10` time constant, ms.
-const STALL_AVG_WINDOW_MS: f64 = 10_000.0;
-
-impl StallShare {
-    /// Folds in the interval since the previous observation and returns the
-    /// share, percent in [0, 100]. The first observation only starts the clock.
-    pub fn observe(&mut self, now_ms: u64, struggled: bool) -> f64 {
-        if let Some(last) = self.last_ms {
-            let dt = now_ms.saturating_sub(last) as f64;
-            let keep = (-dt / STALL_AVG_WINDOW_MS).exp();
-            let x = if struggled { 100.0 } else { 0.0 };
-            self.avg = self.avg * keep + x * (1.0 - keep);
-        }
-        self.last_ms = Some(now_ms.max(self.last_ms.unwrap_or(0)));
-        self.avg
-    }
-
-    /// The share now, percent.
-    pub fn percent(&self) -> f64 {
-        self.avg
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,33 +401,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn stall_share_follows_psi_avg10() {
-        let mut s = StallShare::default();
-        assert_eq!(
-            s.observe(0, true),
-            0.0,
-            "the first observation starts the clock"
-        );
-        // 10 s of struggle: 1 - 1/e of the way to 100 %, as PSI's avg10.
-        for t in 1..=100 {
-            s.observe(t * 100, true);
-        }
-        assert!((s.percent() - 63.2).abs() < 0.5, "{}", s.percent());
-        // A short burst (2 samples of 100 ms) on a calm domain stays low.
-        let mut b = StallShare::default();
-        b.observe(0, false);
-        b.observe(100, true);
-        b.observe(200, true);
-        for t in 3..=20 {
-            b.observe(t * 100, false);
-        }
-        assert!(b.percent() < 2.0, "{}", b.percent());
-        // Time running backwards (a clock step) changes nothing.
-        let before = b.percent();
-        b.observe(0, true);
-        assert!((b.percent() - before).abs() < 1e-9);
     }
 }

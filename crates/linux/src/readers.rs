@@ -19,7 +19,7 @@ mod memcg;
 
 pub use memcg::{
     cgroup_available_bytes, parse_memcg_stat_v1, parse_memcg_stat_v2, CgroupVersion, MemCgStat,
-    MemCgroup, PressureEvents,
+    MemCgroup,
 };
 
 use std::collections::BTreeMap;

@@ -1708,8 +1708,8 @@ fn no_other_apps_span_is_read_during_a_launch() {
 /// foreground app that allocates and frees 16 MiB every 20 ms, so the
 /// working set stays above the limit and reclaim swaps all the time. First
 /// without the daemon (the kernel swaps, and kills nothing), then with the
-/// daemon's killer on and a trigger that fires on any memory stall (the v1
-/// domain's own reclaim-pressure events): the killer is asked (a
+/// daemon's killer on and a trigger that fires on any memory stall (PSI):
+/// the killer is asked (a
 /// `kill_deferred_recent` decision) and kills nothing, and the kernel's OOM
 /// killer stays idle too.
 #[test]

@@ -21,11 +21,10 @@ use crate::actuators::{pidfds_exited, pin_instance, read_start_time, Features, P
 use crate::config::{Config, DomainKind};
 use crate::journal::Journal;
 use crate::lock::StateLock;
-use crate::readers::{self, CgroupVersion, MemCgroup, PressureEvents};
+use crate::readers::{self, CgroupVersion, MemCgroup};
 use crate::socket::{error_reply, ControlServer, Incoming, Request};
 use crate::store::{remove_stale_temp_files, write_atomic, ProfileStore, PROFILES_DIR};
 use appflow_core::detect::{Matchers, Notice, ProcObservation};
-use appflow_core::killer::StallShare;
 use appflow_core::mechanism::PreloadMechanism;
 use appflow_core::reclaim::ReclaimMode;
 use appflow_core::storage::ThroughputCurve;
@@ -73,45 +72,11 @@ fn now_unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// The stall signal of a v1 cgroup domain, which has no PSI of its own: its
-/// reclaim-pressure events folded into a share on PSI's scale
-/// ([`StallShare`]). Without it a v1 domain would be judged by the whole
-/// machine's PSI, which other cgroups' stalls move and the domain's own
-/// struggle need not.
-#[derive(Debug)]
-pub struct DomainStall {
-    events: PressureEvents,
-    share: StallShare,
-}
-
-impl DomainStall {
-    /// Subscribes to a v1 cgroup domain's pressure events; `None` for the
-    /// system and v2 domains (they have PSI) or when the kernel refuses
-    /// (logged: the domain falls back to the system's PSI).
-    pub fn watch(domain: &Domain) -> Option<Self> {
-        let Domain::Cgroup(cg) = domain else {
-            return None;
-        };
-        match cg.watch_pressure() {
-            Ok(e) => e.map(|events| Self {
-                events,
-                share: StallShare::default(),
-            }),
-            Err(e) => {
-                tracing::warn!(error = %e, "no reclaim-pressure events for the v1 domain; its stall is the system's PSI");
-                None
-            }
-        }
-    }
-}
-
-/// Reads one domain sample. `stall`: a v1 cgroup domain's own stall signal
-/// (see [`DomainStall`]), used instead of the system's PSI.
+/// Reads one domain sample.
 pub fn sample_domain(
     domain: &Domain,
     proc_root: &Path,
     now_ms: u64,
-    stall: Option<&mut DomainStall>,
 ) -> anyhow::Result<DomainSample> {
     let psi = readers::read_psi_memory(proc_root)
         .ok()
@@ -141,11 +106,9 @@ pub fn sample_domain(
                 Some(limit) => (limit, readers::cgroup_available_bytes(limit, usage, &st)),
                 None => (m.total_kb * 1024, m.available_kb * 1024),
             };
-            // v2 has per-cgroup PSI; v1 its reclaim-pressure events, else
-            // the system's PSI.
-            let psi = match (cg.pressure(), stall) {
-                (Ok(Some(p)), _) => Some(p.some_avg10),
-                (_, Some(st)) => Some(st.share.observe(now_ms, st.events.take() > 0)),
+            // v2 has per-cgroup PSI; v1 uses the system's.
+            let psi = match cg.pressure() {
+                Ok(Some(p)) => Some(p.some_avg10),
                 _ => psi,
             };
             Ok(DomainSample {
@@ -511,8 +474,6 @@ pub struct Runtime {
     sample_errors: u64,
     /// Process events since the last listing say the domain changed.
     domain_changed: bool,
-    /// A v1 cgroup domain's own stall signal.
-    domain_stall: Option<DomainStall>,
     /// How to (re)start the worker: program, arguments, placement.
     worker_spawn: (PathBuf, Vec<String>, WorkerPlacement),
     last_respawn: Option<Instant>,
@@ -552,7 +513,6 @@ impl Runtime {
         }
         let proc_root = cfg.daemon.proc_root.clone();
         let domain = open_domain(&cfg)?;
-        let domain_stall = DomainStall::watch(&domain);
         let features = Features::probe(&proc_root);
         for f in features.missing() {
             tracing::warn!(feature = f, "kernel feature missing; the daemon degrades");
@@ -695,7 +655,6 @@ impl Runtime {
         Ok(Self {
             cfg,
             domain,
-            domain_stall,
             sched,
             metrics: Metrics::default(),
             trace,
@@ -803,12 +762,7 @@ impl Runtime {
         self.respawn_worker_if_dead();
         self.detect_step();
         let now = self.now_ms();
-        let s = match sample_domain(
-            &self.domain,
-            &self.cfg.daemon.proc_root,
-            now,
-            self.domain_stall.as_mut(),
-        ) {
+        let s = match sample_domain(&self.domain, &self.cfg.daemon.proc_root, now) {
             Ok(s) => s,
             Err(e) => {
                 self.sample_errors += 1;
@@ -1383,7 +1337,7 @@ mod tests {
 
     #[test]
     fn system_sample_reads_this_machine() {
-        let s = sample_domain(&Domain::System, Path::new("/proc"), 5, None).unwrap();
+        let s = sample_domain(&Domain::System, Path::new("/proc"), 5).unwrap();
         assert!(s.total_bytes > 0 && s.avail_bytes <= s.total_bytes);
         assert!(s.alloc_counter > 0);
     }

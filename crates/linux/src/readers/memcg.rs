@@ -14,7 +14,7 @@
 //! | swappiness | `memory.swappiness` | none (global `vm.swappiness`) |
 //! | limit hits | `memory.failcnt` | `max` of `memory.events` |
 //! | OOM kills | `oom_kill` of `memory.oom_control` | `oom_kill` of `memory.events` |
-//! | pressure | `memory.pressure_level` events ([`PressureEvents`]) | `memory.pressure` |
+//! | pressure | none | `memory.pressure` |
 //!
 //! v1's hierarchical `total_*` keys are used so that a domain cgroup with
 //! children reports the whole domain; the local key is the fallback.
@@ -390,54 +390,5 @@ impl MemCgroup {
             CgroupVersion::V1 => Ok(None),
             CgroupVersion::V2 => read_psi_file(&self.path.join("memory.pressure")).map(Some),
         }
-    }
-
-    /// v1 only: subscribes to the cgroup's reclaim-pressure events at
-    /// `medium` or above (`None` on v2, which has PSI instead).
-    pub fn watch_pressure(&self) -> Result<Option<PressureEvents>, ReadError> {
-        match self.version {
-            CgroupVersion::V1 => PressureEvents::register(&self.path).map(Some),
-            CgroupVersion::V2 => Ok(None),
-        }
-    }
-}
-
-/// A subscription to a v1 memory cgroup's `memory.pressure_level` events
-/// (Documentation/admin-guide/cgroup-v1/memory.rst §11, mm/vmpressure.c):
-/// an eventfd the kernel signals each time reclaim in the cgroup or below
-/// it finishes a window of scanned pages with less than 40 % of them
-/// reclaimed (`medium`; `critical`, under 5 %, is signalled too). This is
-/// what Android's lmkd read before PSI to know that reclaim cannot keep up;
-/// a v1 cgroup has no PSI of its own. The subscription ends when this is
-/// dropped (the eventfd is closed) or the cgroup is removed.
-#[derive(Debug)]
-pub struct PressureEvents {
-    efd: nix::sys::eventfd::EventFd,
-    // The kernel holds the file from registration on; kept open for clarity.
-    _level: std::fs::File,
-}
-
-impl PressureEvents {
-    fn register(cg: &Path) -> Result<Self, ReadError> {
-        use nix::sys::eventfd::{EfdFlags, EventFd};
-        use std::os::fd::AsRawFd;
-        let io = |path: PathBuf| move |source: std::io::Error| ReadError::Io { path, source };
-        let level_path = cg.join("memory.pressure_level");
-        let level = std::fs::File::open(&level_path).map_err(io(level_path.clone()))?;
-        let efd = EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)
-            .map_err(|e| io(level_path.clone())(e.into()))?;
-        let ctl = cg.join("cgroup.event_control");
-        std::fs::write(
-            &ctl,
-            format!("{} {} medium", efd.as_raw_fd(), level.as_raw_fd()),
-        )
-        .map_err(io(ctl))?;
-        Ok(Self { efd, _level: level })
-    }
-
-    /// Events since the previous call (0 when none; the counter resets).
-    pub fn take(&self) -> u64 {
-        // EAGAIN: nothing signalled since the last read.
-        self.efd.read().unwrap_or(0)
     }
 }
