@@ -136,10 +136,9 @@ impl Reader {
         readers::read_text(&self.proc_root.join(pid.to_string()).join("cgroup")).ok()
     }
 
-    /// Reads a process; a matched process outside the domain is returned
-    /// blank (it is not an app of this domain) with `false`.
-    fn read(&self, pid: u32) -> (Obs, bool) {
-        let mut o = Obs::default();
+    /// Fills in what the matchers look at besides the cgroup: the
+    /// executable and the command line, each only if some app is declared by it.
+    fn read_names(&self, pid: u32, o: &mut Obs) {
         if self.by_exe {
             o.exe = readers::read_exe(&self.proc_root, pid)
                 .ok()
@@ -150,6 +149,13 @@ impl Reader {
                 .ok()
                 .map(|v| v.join(" "));
         }
+    }
+
+    /// Reads a process; a matched process outside the domain is returned
+    /// blank (it is not an app of this domain) with `false`.
+    fn read(&self, pid: u32) -> (Obs, bool) {
+        let mut o = Obs::default();
+        self.read_names(pid, &mut o);
         if self.by_cgroup {
             o.cgroup = self.cgroup_text(pid);
         }
@@ -184,16 +190,7 @@ impl Reader {
             cgroup: Some(cgroup),
             ..Obs::default()
         };
-        if self.by_exe {
-            o.exe = readers::read_exe(&self.proc_root, pid)
-                .ok()
-                .map(|p| p.to_string_lossy().into_owned());
-        }
-        if self.by_cmdline {
-            o.cmdline = readers::read_cmdline(&self.proc_root, pid)
-                .ok()
-                .map(|v| v.join(" "));
-        }
+        self.read_names(pid, &mut o);
         let matched = self.matchers.match_process(&o.view()).is_some();
         Some((o, matched))
     }
