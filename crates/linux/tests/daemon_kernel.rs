@@ -12,7 +12,8 @@
 
 mod support;
 use support::{
-    daemon_bin, die_with_parent, random_tag, residency, skip_reason, wait_for, Proc, CG_ROOT,
+    daemon_bin, die_with_parent, random_tag, residency, skip_reason, spawn_in_with, wait_for, Proc,
+    CG_ROOT,
 };
 
 use serde_json::Value;
@@ -119,25 +120,17 @@ impl Drop for TempCgroup {
     }
 }
 
-/// Runs `program args` inside `cgroup` from its first instruction.
+/// Runs `program args` inside `cgroup` from its first instruction, its
+/// stdout piped (helpers print their ready line there); a daemon gets
+/// SIGTERM when the test dies (so it restores its settings), anything
+/// else SIGKILL.
 fn spawn_in(cgroup: &Path, program: &Path, args: &[&str], env: &[(&str, String)]) -> Child {
-    let mut cmd = Command::new("/bin/sh");
-    let daemon = program == daemon_bin();
-    die_with_parent(&mut cmd, if daemon { libc::SIGTERM } else { libc::SIGKILL });
-    cmd.arg("-c")
-        .arg(format!(
-            "echo $$ > '{}/cgroup.procs' && exec \"$0\" \"$@\"",
-            cgroup.display()
-        ))
-        .arg(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.spawn().unwrap()
+    let sig = if program == daemon_bin() {
+        libc::SIGTERM
+    } else {
+        libc::SIGKILL
+    };
+    spawn_in_with(cgroup, program, args, env, Some(sig), Stdio::piped())
 }
 
 /// Starts a helper (this test binary in helper mode) in `cgroup`, waits until it says ready.

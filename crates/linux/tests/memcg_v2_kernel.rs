@@ -11,6 +11,9 @@
 //! its processes killed first), never touches another cgroup, and only adds
 //! `+memory` to the root's `cgroup.subtree_control` when it is not there.
 
+mod support;
+use support::spawn_in_with;
+
 use appflow_core::detect::{cgroup_relative, in_memory_cgroup};
 use appflow_linux::readers::read_mountinfo;
 use appflow_linux::readers::{CgroupVersion, MemCgroup};
@@ -73,24 +76,6 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// Runs `program args` inside `cg` from its first instruction.
-fn spawn_in(cg: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> Child {
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(format!(
-            "echo $$ > '{}/cgroup.procs' && exec \"$0\" \"$@\"",
-            cg.display()
-        ))
-        .arg(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.spawn().unwrap()
 }
 
 /// Not a test of its own: allocates and holds 64 MiB when APPFLOW_V2_HELPER is set.
@@ -159,11 +144,13 @@ fn v2_domain_readers_and_daemon() {
 
     // A process holding 64 MiB of anonymous memory in the domain.
     let me = std::env::current_exe().unwrap();
-    let mut h = spawn_in(
+    let mut h = spawn_in_with(
         &cg.0,
         &me,
         &["--exact", "v2_helper", "--nocapture", "--test-threads=1"],
-        &[("APPFLOW_V2_HELPER", "1")],
+        &[("APPFLOW_V2_HELPER", "1".to_string())],
+        None,
+        Stdio::piped(),
     );
     wait_line(&mut h, "helper-ready");
     let helper = Killed(h);

@@ -114,10 +114,33 @@ pub fn die_with_parent(cmd: &mut Command, sig: i32) {
 }
 
 /// Runs `program args` inside `cgroup` from its first instruction (a
-/// shell joins the cgroup, then execs the program: the exec is the launch).
+/// shell joins the cgroup, then execs the program: the exec is the launch);
+/// it is sent SIGKILL if the test dies, and its stdout is discarded.
 pub fn spawn_in(cgroup: &Path, program: &Path, args: &[&str], env: &[(&str, String)]) -> Child {
+    spawn_in_with(
+        cgroup,
+        program,
+        args,
+        env,
+        Some(libc::SIGKILL),
+        Stdio::null(),
+    )
+}
+
+/// [`spawn_in`] with the signal the child gets when the test dies (`None`:
+/// none) and what becomes of its stdout.
+pub fn spawn_in_with(
+    cgroup: &Path,
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, String)],
+    death_signal: Option<i32>,
+    stdout: Stdio,
+) -> Child {
     let mut cmd = Command::new("/bin/sh");
-    die_with_parent(&mut cmd, libc::SIGKILL);
+    if let Some(sig) = death_signal {
+        die_with_parent(&mut cmd, sig);
+    }
     cmd.arg("-c")
         .arg(format!(
             "echo $$ > '{}/cgroup.procs' && exec \"$0\" \"$@\"",
@@ -126,7 +149,7 @@ pub fn spawn_in(cgroup: &Path, program: &Path, args: &[&str], env: &[(&str, Stri
         .arg(program)
         .args(args)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(Stdio::inherit());
     for (k, v) in env {
         cmd.env(k, v);
