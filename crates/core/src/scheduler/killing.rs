@@ -94,17 +94,13 @@ impl Scheduler {
     }
 
     /// Whether a process's footprint is of no use to the killer: it belongs
-    /// to no app, or to the launching or foreground app, which is never a
-    /// victim. Drivers skip measuring those: reading a footprint
+    /// to no app, or it is a foreground process by the rule
+    /// [`Self::candidates`] applies (which makes its whole app no victim).
+    /// Drivers skip measuring those: reading a footprint
     /// (`/proc/PID/smaps_rollup`) walks the process's page tables under its
     /// mmap lock, which the launching app needs for every fault and mapping.
     pub fn footprint_unneeded(&self, p: &ProcInfo) -> bool {
-        match &p.app {
-            None => true,
-            Some(a) => {
-                self.is_launching(a) || self.fg_notified && self.foreground.as_deref() == Some(a)
-            }
-        }
+        p.app.is_none() || self.is_foreground_proc(p)
     }
 
     /// The killer's part of a tick, once [`Self::kill_wanted`] said yes and
