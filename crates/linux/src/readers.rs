@@ -360,7 +360,9 @@ impl VmStat {
         if self.counters.contains_key("workingset_refault_file")
             || self.counters.contains_key("workingset_refault_anon")
         {
-            self.get("workingset_refault_anon") + self.get("workingset_refault_file")
+            // Kernel counters wrap; so does their sum (as in `sum_prefix`).
+            self.get("workingset_refault_anon")
+                .wrapping_add(self.get("workingset_refault_file"))
         } else {
             self.get("workingset_refault")
         }
@@ -564,7 +566,10 @@ pub struct SmapsRollup {
 impl SmapsRollup {
     /// Footprint as the killer counts it: (Rss + Swap) in bytes (the AppFlow paper §4.3, M_current).
     pub fn footprint_bytes(&self) -> u64 {
-        (self.rss_kb + self.swap_kb) * 1024
+        // Saturating: a malformed file must not overflow (the fuzz target found it).
+        self.rss_kb
+            .saturating_add(self.swap_kb)
+            .saturating_mul(1024)
     }
 }
 

@@ -116,6 +116,26 @@ fn smaps_rollup_from_real_text() {
     assert!(parse_smaps_rollup("Pss: 1 kB\n").is_err());
 }
 
+/// Values near u64::MAX (the fuzz target's find) neither panic nor wrap to a
+/// small footprint; wrapped kernel counters sum as the kernel's do.
+#[test]
+fn huge_values_do_not_overflow() {
+    let s = parse_smaps_rollup("Rss: 18446744073709551615 kB\nSwap: 2 kB\n").unwrap();
+    assert_eq!(s.footprint_bytes(), u64::MAX);
+    let v =
+        parse_vmstat("workingset_refault_anon 18446744073709551615\nworkingset_refault_file 2\n")
+            .unwrap();
+    assert_eq!(v.refaults(), 1);
+    let st = parse_memcg_stat_v2(
+        "anon 1\nfile 1\ninactive_file 18446744073709551615\nactive_file 0\nfile_mapped 0\n\
+         active_anon 0\ninactive_anon 1\npgfault 0\npgmajfault 0\n\
+         workingset_refault_anon 18446744073709551615\nworkingset_refault_file 3\n",
+    )
+    .unwrap();
+    assert_eq!(st.workingset_refault, 2);
+    assert_eq!(cgroup_available_bytes(u64::MAX, 1, &st), u64::MAX);
+}
+
 #[test]
 fn process_files_from_real_text() {
     let root = fx("vm6/proc");

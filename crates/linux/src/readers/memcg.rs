@@ -100,7 +100,9 @@ impl MemCgStat {
 /// M_aval of a cgroup domain with a limit: `limit − usage` plus the page
 /// cache reclaim can free soon (at most `usage`). See the module doc.
 pub fn cgroup_available_bytes(limit_bytes: u64, usage_bytes: u64, st: &MemCgStat) -> u64 {
-    limit_bytes.saturating_sub(usage_bytes) + st.reclaimable_file_bytes().min(usage_bytes)
+    limit_bytes
+        .saturating_sub(usage_bytes)
+        .saturating_add(st.reclaimable_file_bytes().min(usage_bytes))
 }
 
 fn kv_map(file: &str, text: &str) -> Result<BTreeMap<String, u64>, ReadError> {
@@ -132,7 +134,10 @@ fn refault_sum(m: &BTreeMap<String, u64>, prefix: &str) -> u64 {
     let a = m.get(&format!("{prefix}workingset_refault_anon"));
     let f = m.get(&format!("{prefix}workingset_refault_file"));
     if a.is_some() || f.is_some() {
-        a.copied().unwrap_or(0) + f.copied().unwrap_or(0)
+        // Kernel counters wrap; so does their sum.
+        a.copied()
+            .unwrap_or(0)
+            .wrapping_add(f.copied().unwrap_or(0))
     } else {
         m.get(&format!("{prefix}workingset_refault"))
             .copied()
