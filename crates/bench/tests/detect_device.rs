@@ -268,6 +268,16 @@ fn detected_launches_on_the_device_are_learned_and_streamed() {
     .map(|s| s.to_string())
     .collect();
     let ready = Readiness::Line(regex::Regex::new("^appflow-ready$").unwrap());
+    let stats = std::sync::Arc::clone(&bed.mount.as_ref().expect("mounted").stats);
+    // What the device served from exec to readiness: the app's (normal-class)
+    // bytes and the stream's (idle-class) bytes, MB.
+    let served = move || {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            stats.normal_bytes.load(Relaxed),
+            stats.idle_bytes.load(Relaxed),
+        )
+    };
     // One launch, exec to readiness line; cold: every file dropped first.
     let launch_as = |n: &str, cold: bool| -> (f64, launch::Proc) {
         if cold {
@@ -277,10 +287,17 @@ fn detected_launches_on_the_device_are_learned_and_streamed() {
             let left: u64 = layout.paths().iter().map(|p| resident_bytes(p)).sum();
             assert!(left < 1 << 20, "{left} bytes still cached before {n}");
         }
+        let before = served();
         let (mut p, t0) =
             launch::spawn("llm", &argv, &leaf, 0, &dir.join(format!("{n}.log"))).unwrap();
         let (out, ms) = p.wait_ready(&ready, t0, Duration::from_secs(120));
         assert_eq!(out, Outcome::Ready, "{n}");
+        let after = served();
+        eprintln!(
+            "  {n}: {ms:.0} ms; the device served the app {:.1} MB and the stream {:.1} MB until ready",
+            (after.0 - before.0) as f64 / 1e6,
+            (after.1 - before.1) as f64 / 1e6
+        );
         (ms, p)
     };
     let launch = |n: &str| launch_as(n, true);

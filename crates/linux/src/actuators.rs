@@ -212,27 +212,16 @@ fn probe_fanotify() -> Result<(), i32> {
     Ok(())
 }
 
-/// `cachestat(fd, range, cstat, 0)` (syscall 451, Linux 6.5) on our own
-/// executable: ENOSYS when missing.
+/// `cachestat` (Linux 6.5) on our own executable: ENOSYS when missing.
 fn probe_cachestat() -> bool {
-    use std::os::fd::AsRawFd;
-    const SYS_CACHESTAT: libc::c_long = 451;
+    use std::os::fd::AsFd;
     let Ok(f) = std::fs::File::open("/proc/self/exe") else {
         return false;
     };
-    let range = [0u64; 2]; // off 0, len 0 = to the end
-    let mut stat = [0u64; 5];
-    // SAFETY: valid fd and pointers to buffers of the kernel's struct sizes.
-    let r = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            f.as_raw_fd(),
-            range.as_ptr(),
-            stat.as_mut_ptr(),
-            0u32,
-        )
-    };
-    r == 0 || last_errno() != libc::ENOSYS
+    match crate::recorder::residency::cached_pages(f.as_fd(), 0, 0) {
+        Ok(_) => true,
+        Err(e) => e.raw_os_error() != Some(libc::ENOSYS),
+    }
 }
 
 /// Which kernel features the mechanisms found. Each missing one is named in

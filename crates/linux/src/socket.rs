@@ -250,10 +250,10 @@ fn write_by(stream: &mut UnixStream, mut buf: &[u8], deadline: Instant) -> bool 
     true
 }
 
-fn serve(
+fn serve<W: From<Incoming>>(
     mut stream: UnixStream,
     id: u64,
-    tx: mpsc::Sender<Incoming>,
+    tx: mpsc::Sender<W>,
     errors: &AtomicU64,
     conns: &Registry,
 ) {
@@ -313,7 +313,7 @@ fn serve(
             Ok(req) => {
                 lock(conns).set(id, true);
                 let (rtx, rrx) = mpsc::channel();
-                if tx.send(Incoming { req, reply: rtx }).is_err() {
+                if tx.send(W::from(Incoming { req, reply: rtx })).is_err() {
                     error_reply("daemon is shutting down")
                 } else {
                     rrx.recv_timeout(LOOP_ANSWER_TIMEOUT)
@@ -381,7 +381,10 @@ fn clear_stale_socket(path: &Path, dry_run: bool) -> anyhow::Result<()> {
 
 impl ControlServer {
     /// [`ControlServer::bind_with`] outside a dry run.
-    pub fn bind(path: &Path, tx: mpsc::Sender<Incoming>) -> anyhow::Result<Self> {
+    pub fn bind<W: From<Incoming> + Send + 'static>(
+        path: &Path,
+        tx: mpsc::Sender<W>,
+    ) -> anyhow::Result<Self> {
         Self::bind_with(path, tx, false)
     }
 
@@ -389,9 +392,11 @@ impl ControlServer {
     /// accept thread. Refused when another daemon answers there or a file
     /// other than a stale socket of this user is there; a stale socket is
     /// removed, except in a dry run (`dry_run`), which removes nothing.
-    pub fn bind_with(
+    /// Requests go to `tx` as `W` (the daemon's loop takes other messages
+    /// on the same channel).
+    pub fn bind_with<W: From<Incoming> + Send + 'static>(
         path: &Path,
-        tx: mpsc::Sender<Incoming>,
+        tx: mpsc::Sender<W>,
         dry_run: bool,
     ) -> anyhow::Result<Self> {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};

@@ -125,7 +125,8 @@ struct Bed {
 }
 
 impl Bed {
-    fn new(extra_config: &str) -> (Self, Daemon) {
+    /// `daemon_extra`: more `[daemon]` keys; `extra_config`: more tables.
+    fn new(daemon_extra: &str, extra_config: &str) -> (Self, Daemon) {
         let tag = format!("detect2-{}", random_tag());
         let scratch = Scratch::new(&tag);
         make_app(&scratch.0.join("app"));
@@ -135,7 +136,7 @@ impl Bed {
         let marker = format!("detect2app{}", tag.replace('-', ""));
         let s = &scratch.0;
         let config = format!(
-            "[daemon]\nsocket = \"{s}/appflow.sock\"\nstate_dir = \"{s}/state\"\n\
+            "[daemon]\nsocket = \"{s}/appflow.sock\"\nstate_dir = \"{s}/state\"\n{daemon_extra}\n\
              [domain]\nkind = \"cgroup\"\nmemory_cgroup = \"{cg}\"\n{extra_config}\n\
              [[app]]\nname = \"reader\"\ncmdline = '{marker}'\n",
             s = s.display(),
@@ -244,6 +245,31 @@ fn connector_filter_keeps_process_events_only() {
     assert!(all.iter().all(ProcEvent::is_process), "{all:?}");
 }
 
+/// A declared app's exec is acted on when it arrives, not at the daemon's
+/// next tick: with a tick of a minute, the launch is detected (and its
+/// stream would start) while the app still runs its launch.
+#[test]
+fn an_apps_exec_is_acted_on_between_ticks() {
+    if let Some(r) = skip() {
+        eprintln!("SKIPPED: {r}");
+        return;
+    }
+    let (bed, d) = Bed::new("tick_ms = 60000\nscan_interval_ms = 60000\n", "");
+    let t0 = Instant::now();
+    let (_, p) = bed.launch(1);
+    wait_for("the launch detected before the next tick", 10, || {
+        Bed::app_status(&d)["launches_detected"].as_u64() >= Some(1)
+    });
+    let took = t0.elapsed();
+    assert!(
+        took < Duration::from_secs(50),
+        "detected only after {took:?}: at a tick, not at the exec"
+    );
+    drop(p);
+    drop(d);
+    drop(bed);
+}
+
 #[test]
 fn detected_launch_is_recorded_and_the_next_one_preloaded() {
     if let Some(r) = skip() {
@@ -252,7 +278,7 @@ fn detected_launch_is_recorded_and_the_next_one_preloaded() {
     }
     // M_p scaled to this 1 GiB domain as the AppFlow paper's 100 MB is to a phone's
     // 8-12 GB (about 1 %): most of the app streams at launch.
-    let (bed, d) = Bed::new("[preload]\nbudget_bytes = 8388608\n");
+    let (bed, d) = Bed::new("", "[preload]\nbudget_bytes = 8388608\n");
 
     // Launch 1: no profile yet.
     let (ms1, p1) = bed.launch(1);
@@ -354,6 +380,7 @@ fn overhead_of_detection_and_recording_on_a_cold_launch() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
     let (bed, mut d) = Bed::new(
+        "",
         "[preload]\nenabled = false\n[reclaim]\nenabled = false\n[killer]\nenabled = false\n",
     );
     let config = bed.scratch.0.join("appflow.toml");

@@ -149,19 +149,31 @@ fn read_range(f: &std::fs::File, buf: &mut [u8], offset: u64, len: u64) -> std::
 /// naturally aligned and at most PMD-sized (2 MiB on x86-64/arm64).
 const LOCK_ALIGN_BYTES: u64 = 2 << 20;
 
-/// Maps and mlocks `[offset, offset+len)` of `f`, widened to
-/// [`LOCK_ALIGN_BYTES`] boundaries (clamped to the file): the kernel mlocks a
-/// large folio only when the whole folio lies inside the locked mapping, so
-/// a mapping that cuts a folio would leave it evictable.
-fn lock_range(f: &std::fs::File, offset: u64, len: u64, file_size: u64) -> std::io::Result<Locked> {
-    use std::os::fd::AsRawFd;
+/// The window [`lock_range`] maps for `[offset, offset+len)`: widened to
+/// [`LOCK_ALIGN_BYTES`] boundaries and clamped to the file's last page. The
+/// kernel mlocks a large folio only when the whole folio lies inside the
+/// locked mapping, so a mapping that cut a folio would leave it evictable.
+fn lock_window(offset: u64, len: u64, file_size: u64) -> (u64, u64) {
     let page = 4096u64;
     let start = offset & !(LOCK_ALIGN_BYTES - 1);
-    let end = (offset + len)
+    let end = offset
+        .saturating_add(len)
         .div_ceil(LOCK_ALIGN_BYTES)
         .saturating_mul(LOCK_ALIGN_BYTES)
         .min(file_size.div_ceil(page) * page);
+    (start, end.max(start))
+}
+
+/// Maps and mlocks the [`lock_window`] of `[offset, offset+len)` of `f`.
+/// The caller reads the window first: mlock faults in what is missing with
+/// the fault path's small read-around, not the stream's large reads.
+fn lock_range(f: &std::fs::File, offset: u64, len: u64, file_size: u64) -> std::io::Result<Locked> {
+    use std::os::fd::AsRawFd;
+    let (start, end) = lock_window(offset, len, file_size);
     let map_len = (end - start) as usize;
+    if map_len == 0 {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
     // SAFETY: a read-only shared mapping of a file we hold open; checked below.
     let addr = unsafe {
         libc::mmap(
@@ -220,7 +232,10 @@ impl Worker {
             hold: Some(hold),
             ..Default::default()
         };
-        let mut files: BTreeMap<&str, Option<(std::fs::File, u64)>> = BTreeMap::new();
+        // Per file: the open file, its size and the last contiguous byte
+        // range this load read of it.
+        type Open = (std::fs::File, u64, std::ops::Range<u64>);
+        let mut files: BTreeMap<&str, Option<Open>> = BTreeMap::new();
         for s in spans {
             while let Ok(c) = rx.try_recv() {
                 queue.push_back(c);
@@ -235,9 +250,9 @@ impl Worker {
             let entry = files.entry(s.path.as_str()).or_insert_with(|| {
                 let f = std::fs::File::open(&s.path).ok()?;
                 let size = f.metadata().ok()?.len();
-                Some((f, size))
+                Some((f, size, 0..0))
             });
-            let Some((f, size)) = entry else {
+            let Some((f, size, done)) = entry else {
                 r.errors += 1;
                 continue;
             };
@@ -245,11 +260,31 @@ impl Worker {
                 continue;
             }
             let len = s.len.min(*size - s.offset);
-            match read_range(f, &mut self.buf, s.offset, len) {
-                Ok(n) => r.bytes_read += n,
-                Err(_) => {
-                    r.errors += 1;
-                    continue;
+            // A protected span is read over the whole window it will lock,
+            // less what this load just read of it (a stream's spans follow
+            // each other in the file): every byte comes in the stream's
+            // large reads, none in mlock's small fault read-around.
+            let (mut from, to) = match hold {
+                Hold::Protect => lock_window(s.offset, len, *size),
+                Hold::Touch => (s.offset, s.offset + len),
+            };
+            if done.contains(&from) {
+                from = done.end;
+            }
+            if to > from {
+                match read_range(f, &mut self.buf, from, to - from) {
+                    Ok(n) => {
+                        r.bytes_read += n;
+                        *done = if done.end == from {
+                            done.start..from + n
+                        } else {
+                            from..from + n
+                        };
+                    }
+                    Err(_) => {
+                        r.errors += 1;
+                        continue;
+                    }
                 }
             }
             let h = self.apps.entry(app.to_string()).or_default();
@@ -762,6 +797,28 @@ mod tests {
         });
         let load_b = next();
         assert_eq!(load_b.standby_bytes, 8192);
+        // A protected span is read over the whole 2 MiB window it locks.
+        send(WorkerCmd::Load {
+            app: "c".into(),
+            hold: Hold::Protect,
+            spans: vec![WorkSpan {
+                path: path.clone(),
+                offset: 2 << 20,
+                len: 4096,
+            }],
+        });
+        let load_c = next();
+        assert_eq!(
+            load_c.bytes_read,
+            1 << 20,
+            "the window [2 MiB, end of file)"
+        );
+        assert_eq!(load_c.protected_bytes, (3 << 20) + 4096);
+        send(WorkerCmd::Release {
+            app: "c".into(),
+            hold: None,
+        });
+        assert_eq!(next().op, "released");
         send(WorkerCmd::Release {
             app: "a".into(),
             hold: None,

@@ -249,6 +249,7 @@ fn listen(
     (stop, watching, wake): (Arc<AtomicBool>, Arc<AtomicBool>, Arc<EventFd>),
     learn: bool,
     origin_mono_ns: u64,
+    on_app_exec: Option<Arc<dyn Fn() + Send + Sync>>,
 ) {
     let to_ms = |ns: u64| ns.saturating_sub(origin_mono_ns) / 1_000_000;
     // The thread wakes for each batch of events: at once, so a launch's
@@ -279,6 +280,7 @@ fn listen(
             if !e.is_process() {
                 continue;
             }
+            let mut app_exec = false;
             let msg = match e {
                 ProcEvent::Overrun => Msg::Overrun,
                 ProcEvent::Fork {
@@ -304,6 +306,7 @@ fn listen(
                         continue; // gone already; its exit follows
                     };
                     let (start_time, ppid) = (stat.start_time, stat.ppid);
+                    app_exec = matched;
                     // Start recording at once (one recording at a time).
                     let watch = if matched
                         && learn
@@ -336,6 +339,9 @@ fn listen(
             };
             if tx.send(msg).is_err() {
                 return;
+            }
+            if let Some(f) = on_app_exec.as_ref().filter(|_| app_exec) {
+                f();
             }
         }
     }
@@ -408,6 +414,11 @@ pub struct DetectSetup<'a> {
     pub curve: &'a ThroughputCurve,
     /// The daemon's clock origin (its ms are since then).
     pub origin: Instant,
+    /// Called by the listener thread after it passes on the exec of a
+    /// declared app: the daemon's loop then handles it at once
+    /// ([`Detection::events`]) instead of at its next tick, so the launch
+    /// stream starts while the app is still starting up.
+    pub on_app_exec: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 /// Mount points of the cgroup file systems (for the relative cgroup paths
@@ -479,12 +490,12 @@ impl Detection {
                         .map_err(|e| InputError::new(format!("detection thread: eventfd: {e}")))?,
                 );
                 let flags = (stop.clone(), watching.clone(), wake.clone());
-                let (r, learn) = (reader.clone(), s.learn);
+                let (r, learn, on_app_exec) = (reader.clone(), s.learn, s.on_app_exec.clone());
                 let origin_mono_ns = monotonic_ns()
                     .saturating_sub(s.origin.elapsed().as_nanos().min(u64::MAX as u128) as u64);
                 let handle = std::thread::Builder::new()
                     .name("appflow-procevents".into())
-                    .spawn(move || listen(ev, r, tx, flags, learn, origin_mono_ns))
+                    .spawn(move || listen(ev, r, tx, flags, learn, origin_mono_ns, on_app_exec))
                     .map_err(|e| InputError::new(format!("detection thread: {e}")))?;
                 (
                     Source::Connector(Listener {
@@ -626,6 +637,74 @@ impl Detection {
         worker: &crate::actuators::preload::WorkerStats,
         profile_of: &dyn Fn(&str) -> Option<LaunchProfile>,
     ) -> Vec<Action> {
+        let (mut found, watches) = self.drain(now_ms, domain_pids);
+        // Demand of launching apps since the previous tick.
+        let mut demand = BTreeMap::new();
+        for app in self
+            .detector
+            .launching()
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+        {
+            let cur: BTreeMap<u32, DemandCounters> = self
+                .detector
+                .pids_of(&app)
+                .into_iter()
+                .filter_map(|p| read_demand(&self.reader.proc_root, p).ok().map(|c| (p, c)))
+                .collect();
+            let prev = self.prev_demand.remove(&app).unwrap_or_default();
+            demand.insert(app.clone(), demand_pages(&prev, &cur));
+            self.prev_demand.insert(app, cur);
+        }
+        found.extend(self.detector.tick(&demand, now_ms));
+        if let Some(r) = self.recording.as_mut() {
+            let pids = self.detector.pids_of(&r.app);
+            r.watch.sample(&pids);
+        }
+        let out = self.conclude(found, worker.loads, profile_of, true);
+        self.adopt_watches(watches);
+        // Launch streams completed since.
+        let done: Vec<(String, u64)> = self
+            .stream_pending
+            .iter()
+            .filter_map(|(app, base)| {
+                worker
+                    .last_stream
+                    .get(app)
+                    .filter(|(n, _)| n > base)
+                    .map(|(_, b)| (app.clone(), *b))
+            })
+            .collect();
+        for (app, bytes) in done {
+            self.stream_pending.remove(&app);
+            self.stream_bytes.insert(app, bytes);
+        }
+        out
+    }
+
+    /// Between ticks, when the listener passed on an app's exec: the
+    /// kernel events so far to the detector and its conclusions to actions
+    /// (a launch at once), without the per-tick demand sampling.
+    pub fn events(
+        &mut self,
+        now_ms: u64,
+        domain_pids: &dyn Fn() -> Vec<u32>,
+        worker: &crate::actuators::preload::WorkerStats,
+        profile_of: &dyn Fn(&str) -> Option<LaunchProfile>,
+    ) -> Vec<Action> {
+        let (found, watches) = self.drain(now_ms, domain_pids);
+        let out = self.conclude(found, worker.loads, profile_of, true);
+        self.adopt_watches(watches);
+        out
+    }
+
+    /// The listener's messages since the last call, to the detector.
+    fn drain(
+        &mut self,
+        now_ms: u64,
+        domain_pids: &dyn Fn() -> Vec<u32>,
+    ) -> (Vec<Detected>, Vec<(u32, LaunchWatch)>) {
         let mut found: Vec<Detected> = Vec::new();
         let mut watches: Vec<(u32, LaunchWatch)> = Vec::new();
         let mut rescan = false;
@@ -685,33 +764,13 @@ impl Detection {
         if rescan {
             found.extend(self.rescan(&domain_pids(), now_ms));
         }
-        // Demand of launching apps since the previous tick.
-        let mut demand = BTreeMap::new();
-        for app in self
-            .detector
-            .launching()
-            .into_iter()
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-        {
-            let cur: BTreeMap<u32, DemandCounters> = self
-                .detector
-                .pids_of(&app)
-                .into_iter()
-                .filter_map(|p| read_demand(&self.reader.proc_root, p).ok().map(|c| (p, c)))
-                .collect();
-            let prev = self.prev_demand.remove(&app).unwrap_or_default();
-            demand.insert(app.clone(), demand_pages(&prev, &cur));
-            self.prev_demand.insert(app, cur);
-        }
-        found.extend(self.detector.tick(&demand, now_ms));
-        if let Some(r) = self.recording.as_mut() {
-            let pids = self.detector.pids_of(&r.app);
-            r.watch.sample(&pids);
-        }
-        let out = self.conclude(found, worker.loads, profile_of, true);
-        // A watch the listener started for the exec that was this launch is
-        // the recording; watches of other execs are dropped.
+        (found, watches)
+    }
+
+    /// A watch the listener started for the exec that was a launch is its
+    /// recording; watches of other execs are dropped. Then the launches
+    /// whose exec had no watch get one.
+    fn adopt_watches(&mut self, watches: Vec<(u32, LaunchWatch)>) {
         for (pid, w) in watches {
             let wanted = self.recording.is_none() && self.want_watch.iter().any(|(_, p)| *p == pid);
             if wanted {
@@ -724,23 +783,6 @@ impl Detection {
             }
         }
         self.start_late_watches();
-        // Launch streams completed since.
-        let done: Vec<(String, u64)> = self
-            .stream_pending
-            .iter()
-            .filter_map(|(app, base)| {
-                worker
-                    .last_stream
-                    .get(app)
-                    .filter(|(n, _)| n > base)
-                    .map(|(_, b)| (app.clone(), *b))
-            })
-            .collect();
-        for (app, bytes) in done {
-            self.stream_pending.remove(&app);
-            self.stream_bytes.insert(app, bytes);
-        }
-        out
     }
 
     /// After lost events, or without the connector: the domain's processes

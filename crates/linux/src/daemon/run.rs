@@ -405,6 +405,21 @@ fn log_decision(d: &Decision) {
 /// 256 connections, the worker's pipes and the files the loop reads.
 const MAX_PINNED: usize = 512;
 
+/// What wakes the daemon's loop between ticks.
+#[derive(Debug)]
+pub(crate) enum LoopMsg {
+    /// A control request.
+    Request(Incoming),
+    /// The detection thread passed on the exec of a declared app.
+    AppExec,
+}
+
+impl From<Incoming> for LoopMsg {
+    fn from(inc: Incoming) -> Self {
+        LoopMsg::Request(inc)
+    }
+}
+
 /// With launch detection on the process connector, the domain's processes
 /// are listed when an exec, fork or exit says they changed, and at least
 /// this often: a process written into the domain's cgroup without an exec
@@ -464,7 +479,7 @@ pub struct Runtime {
     scanner: Scanner,
     store: ProfileStore,
     server: Option<ControlServer>,
-    rx: mpsc::Receiver<Incoming>,
+    rx: mpsc::Receiver<LoopMsg>,
     procs: Vec<ProcInfo>,
     start: Instant,
     /// Launch detection and on-the-fly profiles (`[detect]`), when enabled
@@ -609,7 +624,13 @@ impl Runtime {
             })?;
             Some(std::io::BufWriter::new(f))
         };
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = mpsc::channel::<LoopMsg>();
+        let on_app_exec: std::sync::Arc<dyn Fn() + Send + Sync> = {
+            let tx = tx.clone();
+            std::sync::Arc::new(move || {
+                let _ = tx.send(LoopMsg::AppExec);
+            })
+        };
         let server = ControlServer::bind_with(&cfg.daemon.socket, tx, dry)?;
         let specs = detection::specs(&cfg.apps);
         let scanner = Scanner {
@@ -639,6 +660,7 @@ impl Runtime {
                 learn: cfg.detect.learn_profiles && !dry,
                 curve: &curve_for_detection,
                 origin: start,
+                on_app_exec: Some(on_app_exec),
             })?;
             let r = d.readiness();
             tracing::info!(
@@ -760,7 +782,7 @@ impl Runtime {
 
     fn tick(&mut self) {
         self.respawn_worker_if_dead();
-        self.detect_step();
+        self.detect_step(false);
         let now = self.now_ms();
         let s = match sample_domain(&self.domain, &self.cfg.daemon.proc_root, now) {
             Ok(s) => s,
@@ -812,9 +834,11 @@ impl Runtime {
         }
     }
 
-    /// Launch detection's part of a tick: kernel events to the detector,
-    /// its conclusions to the scheduler as the events `notify` would send.
-    fn detect_step(&mut self) {
+    /// Launch detection's part of a tick (`between_ticks` false), or of an
+    /// app's exec between ticks (true: only the kernel events, so that a
+    /// launch acts at once): kernel events to the detector, its conclusions
+    /// to the scheduler as the events `notify` would send.
+    fn detect_step(&mut self, between_ticks: bool) {
         let Some(mut d) = self.detection.take() else {
             return;
         };
@@ -824,7 +848,11 @@ impl Runtime {
             let pids = || self.domain_pids();
             let store = &self.store;
             let profile_of = |a: &str| store.load(a).ok().flatten();
-            d.tick(now, &pids, &ws, &profile_of)
+            if between_ticks {
+                d.events(now, &pids, &ws, &profile_of)
+            } else {
+                d.tick(now, &pids, &ws, &profile_of)
+            }
         };
         let ch = d.take_changes();
         // The list is sorted by pid (the scanner's order).
@@ -1250,7 +1278,8 @@ impl Runtime {
                     break;
                 }
                 match self.rx.recv_timeout(scheduled - now) {
-                    Ok(inc) => self.handle(inc),
+                    Ok(LoopMsg::Request(inc)) => self.handle(inc),
+                    Ok(LoopMsg::AppExec) => self.detect_step(true),
                     Err(mpsc::RecvTimeoutError::Timeout) => break,
                     Err(mpsc::RecvTimeoutError::Disconnected) => {
                         std::thread::sleep(scheduled - now)

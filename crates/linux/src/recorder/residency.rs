@@ -57,6 +57,30 @@ pub fn residency(fd: BorrowedFd<'_>, size_bytes: u64) -> io::Result<Vec<u8>> {
     Ok(vec)
 }
 
+/// Pages of `[offset, offset+len)` of the file in the page cache
+/// (`cachestat`, syscall 451, Linux 6.5; `len` 0 means to the end of the
+/// file): a count, no I/O and no mapping. ENOSYS on older kernels.
+pub fn cached_pages(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<u64> {
+    const SYS_CACHESTAT: libc::c_long = 451;
+    let range = [offset, len];
+    // nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted.
+    let mut stat = [0u64; 5];
+    // SAFETY: a valid fd and pointers to buffers of the kernel's struct sizes.
+    let r = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            fd.as_raw_fd(),
+            range.as_ptr(),
+            stat.as_mut_ptr(),
+            0u32,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(stat[0])
+}
+
 /// Drops the file's clean, unmapped pages from the page cache
 /// (`POSIX_FADV_DONTNEED`; dirty and mapped pages stay).
 pub fn drop_from_cache(fd: BorrowedFd<'_>) -> io::Result<()> {
