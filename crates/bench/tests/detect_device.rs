@@ -380,8 +380,9 @@ fn detected_launches_on_the_device_are_learned_and_streamed() {
     );
     // Launch 2 faster than launch 1 is what the stream is for, but on this
     // device it is not so for this app (docs/daemon.md, "On the testbed's
-    // device"): its large files are read sequentially in 128 KiB requests,
-    // already half the bus's best, and the idle-class stream shares the one
-    // bus with it. What must hold is asserted above; the times are reported.
+    // device"): the idle-class stream is served in the app's start-up window
+    // and then only in gaps of the app's back-to-back reads (the per-launch
+    // lines above: what the device served each). What must hold is asserted
+    // above; the times are reported.
     drop(bed);
 }
