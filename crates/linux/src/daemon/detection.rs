@@ -625,19 +625,27 @@ impl Detection {
         out
     }
 
-    /// One tick: handles the kernel's process events (or lists the domain's
-    /// processes), infers readiness of launching apps from their demand, and
-    /// samples a running recording. `domain_pids` lists the domain's
+    /// One tick (`tick` true): handles the kernel's process events (or lists
+    /// the domain's processes), infers readiness of launching apps from
+    /// their demand, and samples a running recording. Between ticks (`tick`
+    /// false, when the listener passed on an app's exec): only the events,
+    /// so that a launch acts at once. `domain_pids` lists the domain's
     /// processes (used after lost events and without the connector).
     /// `profile_of` gives an app's stored profile (for a recording's end).
-    pub fn tick(
+    pub fn step(
         &mut self,
         now_ms: u64,
         domain_pids: &dyn Fn() -> Vec<u32>,
         worker: &crate::actuators::preload::WorkerStats,
         profile_of: &dyn Fn(&str) -> Option<LaunchProfile>,
+        tick: bool,
     ) -> Vec<Action> {
         let (mut found, watches) = self.drain(now_ms, domain_pids);
+        if !tick {
+            let out = self.conclude(found, worker.loads, profile_of, true);
+            self.adopt_watches(watches);
+            return out;
+        }
         // Demand of launching apps since the previous tick.
         let mut demand = BTreeMap::new();
         for app in self
@@ -680,22 +688,6 @@ impl Detection {
             self.stream_pending.remove(&app);
             self.stream_bytes.insert(app, bytes);
         }
-        out
-    }
-
-    /// Between ticks, when the listener passed on an app's exec: the
-    /// kernel events so far to the detector and its conclusions to actions
-    /// (a launch at once), without the per-tick demand sampling.
-    pub fn events(
-        &mut self,
-        now_ms: u64,
-        domain_pids: &dyn Fn() -> Vec<u32>,
-        worker: &crate::actuators::preload::WorkerStats,
-        profile_of: &dyn Fn(&str) -> Option<LaunchProfile>,
-    ) -> Vec<Action> {
-        let (found, watches) = self.drain(now_ms, domain_pids);
-        let out = self.conclude(found, worker.loads, profile_of, true);
-        self.adopt_watches(watches);
         out
     }
 

@@ -848,11 +848,7 @@ impl Runtime {
             let pids = || self.domain_pids();
             let store = &self.store;
             let profile_of = |a: &str| store.load(a).ok().flatten();
-            if between_ticks {
-                d.events(now, &pids, &ws, &profile_of)
-            } else {
-                d.tick(now, &pids, &ws, &profile_of)
-            }
+            d.step(now, &pids, &ws, &profile_of, !between_ticks)
         };
         let ch = d.take_changes();
         // The list is sorted by pid (the scanner's order).
