@@ -416,7 +416,7 @@ pub struct DetectSetup<'a> {
     pub origin: Instant,
     /// Called by the listener thread after it passes on the exec of a
     /// declared app: the daemon's loop then handles it at once
-    /// ([`Detection::events`]) instead of at its next tick, so the launch
+    /// ([`Detection::step`] between ticks) instead of at its next tick, so the launch
     /// stream starts while the app is still starting up.
     pub on_app_exec: Option<Arc<dyn Fn() + Send + Sync>>,
 }
