@@ -249,7 +249,7 @@ fn listen(
     (stop, watching, wake): (Arc<AtomicBool>, Arc<AtomicBool>, Arc<EventFd>),
     learn: bool,
     origin_mono_ns: u64,
-    on_app_exec: Option<Arc<dyn Fn() + Send + Sync>>,
+    on_app_exec: Arc<dyn Fn() + Send + Sync>,
 ) {
     let to_ms = |ns: u64| ns.saturating_sub(origin_mono_ns) / 1_000_000;
     // The thread wakes for each batch of events: at once, so a launch's
@@ -340,8 +340,8 @@ fn listen(
             if tx.send(msg).is_err() {
                 return;
             }
-            if let Some(f) = on_app_exec.as_ref().filter(|_| app_exec) {
-                f();
+            if app_exec {
+                on_app_exec();
             }
         }
     }
@@ -418,7 +418,7 @@ pub struct DetectSetup<'a> {
     /// declared app: the daemon's loop then handles it at once
     /// ([`Detection::step`] between ticks) instead of at its next tick, so the launch
     /// stream starts while the app is still starting up.
-    pub on_app_exec: Option<Arc<dyn Fn() + Send + Sync>>,
+    pub on_app_exec: Arc<dyn Fn() + Send + Sync>,
 }
 
 /// Mount points of the cgroup file systems (for the relative cgroup paths
@@ -641,37 +641,37 @@ impl Detection {
         tick: bool,
     ) -> Vec<Action> {
         let (mut found, watches) = self.drain(now_ms, domain_pids);
-        if !tick {
-            let out = self.conclude(found, worker.loads, profile_of, true);
-            self.adopt_watches(watches);
-            return out;
-        }
-        // Demand of launching apps since the previous tick.
-        let mut demand = BTreeMap::new();
-        for app in self
-            .detector
-            .launching()
-            .into_iter()
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-        {
-            let cur: BTreeMap<u32, DemandCounters> = self
+        if tick {
+            // Demand of launching apps since the previous tick.
+            let mut demand = BTreeMap::new();
+            for app in self
                 .detector
-                .pids_of(&app)
+                .launching()
                 .into_iter()
-                .filter_map(|p| read_demand(&self.reader.proc_root, p).ok().map(|c| (p, c)))
-                .collect();
-            let prev = self.prev_demand.remove(&app).unwrap_or_default();
-            demand.insert(app.clone(), demand_pages(&prev, &cur));
-            self.prev_demand.insert(app, cur);
-        }
-        found.extend(self.detector.tick(&demand, now_ms));
-        if let Some(r) = self.recording.as_mut() {
-            let pids = self.detector.pids_of(&r.app);
-            r.watch.sample(&pids);
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+            {
+                let cur: BTreeMap<u32, DemandCounters> = self
+                    .detector
+                    .pids_of(&app)
+                    .into_iter()
+                    .filter_map(|p| read_demand(&self.reader.proc_root, p).ok().map(|c| (p, c)))
+                    .collect();
+                let prev = self.prev_demand.remove(&app).unwrap_or_default();
+                demand.insert(app.clone(), demand_pages(&prev, &cur));
+                self.prev_demand.insert(app, cur);
+            }
+            found.extend(self.detector.tick(&demand, now_ms));
+            if let Some(r) = self.recording.as_mut() {
+                let pids = self.detector.pids_of(&r.app);
+                r.watch.sample(&pids);
+            }
         }
         let out = self.conclude(found, worker.loads, profile_of, true);
         self.adopt_watches(watches);
+        if !tick {
+            return out;
+        }
         // Launch streams completed since.
         let done: Vec<(String, u64)> = self
             .stream_pending

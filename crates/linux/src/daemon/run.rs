@@ -660,7 +660,7 @@ impl Runtime {
                 learn: cfg.detect.learn_profiles && !dry,
                 curve: &curve_for_detection,
                 origin: start,
-                on_app_exec: Some(on_app_exec),
+                on_app_exec,
             })?;
             let r = d.readiness();
             tracing::info!(
