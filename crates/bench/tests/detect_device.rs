@@ -180,6 +180,9 @@ fn detected_launches_on_the_device_are_learned_and_streamed() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5)
         .max(1);
+    // The control: `APPFLOW_DEVICE_PRELOAD=off` runs the same pairs with the
+    // daemon's preloader switched off (detection and recording stay on).
+    let preload = std::env::var("APPFLOW_DEVICE_PRELOAD").as_deref() != Ok("off");
     let tag = format!("detdev-{}", std::process::id());
     let dir = PathBuf::from(format!("/var/tmp/appflow-{tag}"));
     let device = Device::new(preset("phone-6gb").expect("preset"), SCALE).unwrap();
@@ -239,11 +242,12 @@ fn detected_launches_on_the_device_are_learned_and_streamed() {
         format!(
             "[daemon]\nsocket = \"{d}/appflow.sock\"\nstate_dir = \"{d}/state\"\n\
              [domain]\nkind = \"cgroup\"\nmemory_cgroup = \"{cg}\"\n\
-             [preload]\nbudget_bytes = {budget}\n\
+             [preload]\nenabled = {pre}\nbudget_bytes = {budget}\n\
              [[app]]\nname = \"llm\"\ncmdline = '{re}'\n",
             d = dir.display(),
             cg = cgroup.display(),
             budget = device.preload_budget_bytes,
+            pre = preload,
             re = regex::escape(&format!("--root {}", root_arg.display())),
         ),
     )
@@ -333,7 +337,7 @@ fn detected_launches_on_the_device_are_learned_and_streamed() {
             let a = d.app();
             a["launches_detected"].as_u64() >= Some(2)
                 && a["profile_launches"].as_u64() >= Some(2)
-                && a["last_launch_stream_bytes"].as_u64() > Some(0)
+                && (!preload || a["last_launch_stream_bytes"].as_u64() > Some(0))
         });
         let a2 = d.app();
         p2.stop();
@@ -378,11 +382,8 @@ fn detected_launches_on_the_device_are_learned_and_streamed() {
         median(&ratios),
         streamed
     );
-    // Launch 2 faster than launch 1 is what the stream is for, but on this
-    // device it is not so for this app (docs/daemon.md, "On the testbed's
-    // device"): the idle-class stream is served in the app's start-up window
-    // and then only in gaps of the app's back-to-back reads (the per-launch
-    // lines above: what the device served each). What must hold is asserted
-    // above; the times are reported.
+    // Launch 2 faster than launch 1 is what the stream is for; it is a
+    // timing, so it is reported above (docs/daemon.md "On the testbed's
+    // device"), not asserted. What must hold is asserted above.
     drop(bed);
 }

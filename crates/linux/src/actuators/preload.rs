@@ -8,9 +8,10 @@
 //! cgroup, a free lunch — and puts it in the idle I/O class at nice 19.
 //!
 //! Protocol: one JSON [`WorkerCmd`] per line on the worker's stdin, one JSON
-//! [`WorkerReply`] per line on its stdout. `Hold::Protect` spans are read with
-//! large `pread`s and then `mmap`+`mlock`ed until released (protected from
-//! reclaim during the launch); `Hold::Touch` spans are read and re-read every
+//! [`WorkerReply`] per line on its stdout. `Hold::Protect` spans are mapped
+//! over their 2 MiB windows, brought in with `MADV_POPULATE_READ` on a
+//! huge-page mapping (large device requests, see [`populate`]) and `mlock`ed
+//! until released (protected from reclaim during the launch); `Hold::Touch` spans are read and re-read every
 //! `touch_interval_ms` (kept warm, reclaimable). The worker exits when its
 //! stdin closes (the daemon died): the kernel drops its mlocks with it.
 
@@ -149,7 +150,7 @@ fn read_range(f: &std::fs::File, buf: &mut [u8], offset: u64, len: u64) -> std::
 /// naturally aligned and at most PMD-sized (2 MiB on x86-64/arm64).
 const LOCK_ALIGN_BYTES: u64 = 2 << 20;
 
-/// The window [`lock_range`] maps for `[offset, offset+len)`: widened to
+/// The window [`map_window`] maps for `[offset, offset+len)`: widened to
 /// [`LOCK_ALIGN_BYTES`] boundaries and clamped to the file's last page. The
 /// kernel mlocks a large folio only when the whole folio lies inside the
 /// locked mapping, so a mapping that cut a folio would leave it evictable.
@@ -164,10 +165,15 @@ fn lock_window(offset: u64, len: u64, file_size: u64) -> (u64, u64) {
     (start, end.max(start))
 }
 
-/// Maps and mlocks the [`lock_window`] of `[offset, offset+len)` of `f`.
-/// The caller reads the window first: mlock faults in what is missing with
-/// the fault path's small read-around, not the stream's large reads.
-fn lock_range(f: &std::fs::File, offset: u64, len: u64, file_size: u64) -> std::io::Result<Locked> {
+/// Maps the [`lock_window`] of `[offset, offset+len)` of `f` read-only,
+/// asking for huge-page-sized folios (`MADV_HUGEPAGE`; without transparent
+/// huge pages the call fails and is ignored).
+fn map_window(
+    f: &std::fs::File,
+    offset: u64,
+    len: u64,
+    file_size: u64,
+) -> std::io::Result<(Locked, u64)> {
     use std::os::fd::AsRawFd;
     let (start, end) = lock_window(offset, len, file_size);
     let map_len = (end - start) as usize;
@@ -188,12 +194,58 @@ fn lock_range(f: &std::fs::File, offset: u64, len: u64, file_size: u64) -> std::
     if addr == libc::MAP_FAILED {
         return Err(std::io::Error::last_os_error());
     }
-    let locked = Locked { addr, len: map_len };
-    // SAFETY: the mapping is ours and map_len long.
-    if unsafe { libc::mlock(addr, map_len) } != 0 {
+    // SAFETY: advice on our own mapping.
+    unsafe { libc::madvise(addr, map_len, libc::MADV_HUGEPAGE) };
+    Ok((Locked { addr, len: map_len }, start))
+}
+
+/// Brings `[from, to)` of the file into the page cache through the window
+/// mapped at file offset `start` (`MADV_POPULATE_READ`). On a huge-page
+/// mapping the fault path reads PMD-sized folios, so the device sees
+/// requests as large as the file system allows (1 MiB through FUSE, up to
+/// `max_sectors_kb` on a block device); a buffered `pread` is cut into the
+/// readahead window (128 KiB on a phone) whatever its size, and so are
+/// `readahead(2)` and `POSIX_FADV_WILLNEED`. Where the kernel has no
+/// `MADV_POPULATE_READ` (before 5.14), large `pread`s instead.
+fn populate(
+    l: &Locked,
+    start: u64,
+    from: u64,
+    to: u64,
+    f: &std::fs::File,
+    buf: &mut [u8],
+) -> std::io::Result<u64> {
+    let page = 4096u64;
+    let a = from.saturating_sub(start) & !(page - 1);
+    let b = (to.saturating_sub(start).div_ceil(page) * page).min(l.len as u64);
+    if b <= a {
+        return Ok(0);
+    }
+    // SAFETY: [a, b) lies inside our mapping.
+    let r = unsafe {
+        libc::madvise(
+            (l.addr as *mut u8).add(a as usize) as *mut libc::c_void,
+            (b - a) as usize,
+            libc::MADV_POPULATE_READ,
+        )
+    };
+    if r == 0 {
+        return Ok(to - from);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EINVAL) | Some(libc::ENOSYS) => read_range(f, buf, from, to - from),
+        _ => Err(e),
+    }
+}
+
+/// Locks a mapped window: its pages stay resident until it is dropped.
+fn lock(l: &Locked) -> std::io::Result<()> {
+    // SAFETY: the mapping is ours and l.len long.
+    if unsafe { libc::mlock(l.addr, l.len) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(locked)
+    Ok(())
 }
 
 impl Worker {
@@ -271,33 +323,52 @@ impl Worker {
             if done.contains(&from) {
                 from = done.end;
             }
-            if to > from {
-                match read_range(f, &mut self.buf, from, to - from) {
-                    Ok(n) => {
-                        r.bytes_read += n;
-                        *done = if done.end == from {
-                            done.start..from + n
-                        } else {
-                            from..from + n
-                        };
-                    }
-                    Err(_) => {
-                        r.errors += 1;
-                        continue;
-                    }
-                }
-            }
             let h = self.apps.entry(app.to_string()).or_default();
             match hold {
-                Hold::Protect => match lock_range(f, s.offset, len, *size) {
-                    Ok(l) => {
-                        // Span bytes (the widened mappings overlap).
-                        h.locked_bytes += len;
-                        h.locked.push(l);
+                Hold::Protect => {
+                    let locked = map_window(f, s.offset, len, *size).and_then(|(l, start)| {
+                        let n = if to > from {
+                            populate(&l, start, from, to, f, &mut self.buf)?
+                        } else {
+                            0
+                        };
+                        lock(&l)?;
+                        Ok((l, n))
+                    });
+                    match locked {
+                        Ok((l, n)) => {
+                            r.bytes_read += n;
+                            if to > from {
+                                *done = if done.end == from {
+                                    done.start..to
+                                } else {
+                                    from..to
+                                };
+                            }
+                            // Span bytes (the widened mappings overlap).
+                            h.locked_bytes += len;
+                            h.locked.push(l);
+                        }
+                        Err(_) => r.errors += 1,
                     }
-                    Err(_) => r.errors += 1,
-                },
+                }
                 Hold::Touch => {
+                    if to > from {
+                        match read_range(f, &mut self.buf, from, to - from) {
+                            Ok(n) => {
+                                r.bytes_read += n;
+                                *done = if done.end == from {
+                                    done.start..from + n
+                                } else {
+                                    from..from + n
+                                };
+                            }
+                            Err(_) => {
+                                r.errors += 1;
+                                continue;
+                            }
+                        }
+                    }
                     h.touch_bytes += len;
                     h.touch.push(WorkSpan {
                         path: s.path.clone(),
