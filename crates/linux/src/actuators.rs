@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | [`reclaim`] | `ReclaimMechanism` | domain swappiness through the [`crate::journal`], `process_madvise(MADV_PAGEOUT)` of private anonymous ranges, `posix_fadvise(DONTNEED)` |
 //! | [`kill`] | `KillMechanism` | `pidfd_open`, identity check, optional v1 freezer, `pidfd_send_signal(SIGKILL)`, `process_mrelease` |
-//! | [`preload`] | `PreloadMechanism` | a separate worker process (`appflow preload-worker`) inside the domain's cgroups, idle I/O class, nice 19: large `pread`s, `mmap`+`mlock` for protected spans, periodic touching for standby spans |
+//! | [`preload`] | `PreloadMechanism` | a separate worker process (`appflow preload-worker`) inside the domain's cgroups, idle I/O class, nice 19: protected spans mapped over 2 MiB windows, brought in with `MADV_POPULATE_READ` on a huge-page mapping (1 MiB device requests) and `mlock`ed, periodic touching for standby spans |
 //!
 //! This module holds the raw syscalls the others share and the probe of the
 //! kernel features they need ([`Features`]).
