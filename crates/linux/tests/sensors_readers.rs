@@ -238,6 +238,20 @@ fn smaps_vmas_and_flags_from_real_text() {
         .is_not_found());
 }
 
+/// v1 counts an OOM kill only in the victim's own cgroup (the text below
+/// is what 6.18 printed for a parent whose child was OOM-killed under the
+/// parent's limit: parent 0, child 1), so the domain's count sums its
+/// subtree. Regression: the testbed reported 0 OOM kills for sessions in
+/// which the kernel had killed a background app in its leaf.
+#[test]
+fn memcg_v1_oom_kills_count_the_subtree() {
+    let cg = MemCgroup::open(&fx("memcg_v1_nested")).unwrap();
+    assert_eq!(cg.version, CgroupVersion::V1);
+    assert_eq!(cg.oom_kills().unwrap(), 3);
+    let leaf = MemCgroup::open(&fx("memcg_v1")).unwrap();
+    assert_eq!(leaf.oom_kills().unwrap(), 1);
+}
+
 #[test]
 fn memcg_v1_from_real_text() {
     let cg = MemCgroup::open(&fx("memcg_v1")).unwrap();

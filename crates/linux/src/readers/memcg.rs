@@ -234,6 +234,30 @@ impl PartialEq for MemCgroup {
 
 impl Eq for MemCgroup {}
 
+/// Sum of v1 `oom_kill` counts of every cgroup below `dir` (not `dir` itself).
+fn v1_subtree_oom_kills(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut sum = 0u64;
+    for e in entries.flatten() {
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let child = e.path();
+        let file = child.join("memory.oom_control");
+        let own = read_text(&file)
+            .ok()
+            .and_then(|t| kv_map("memory.oom_control", &t).ok())
+            .and_then(|m| m.get("oom_kill").copied())
+            .unwrap_or(0);
+        sum = sum
+            .saturating_add(own)
+            .saturating_add(v1_subtree_oom_kills(&child));
+    }
+    sum
+}
+
 impl MemCgroup {
     /// Opens a memory cgroup directory: v1 when `memory.limit_in_bytes`
     /// exists, v2 when `memory.max` exists, else [`ReadError::NotMemCgroup`]
@@ -323,11 +347,18 @@ impl MemCgroup {
         }
     }
 
-    /// Processes the kernel OOM-killed in this cgroup (v1 `oom_kill` of
-    /// `memory.oom_control`, v2 of `memory.events`).
+    /// Processes the kernel OOM-killed in this cgroup and every cgroup below
+    /// it. v2's `memory.events` counts descendants already. v1's
+    /// `memory.oom_control` `oom_kill` is counted only in the victim's own
+    /// cgroup (measured on 6.18: a child OOM-killed under its parent's limit
+    /// reads 1 in the child and 0 in the parent), so v1 sums the subtree; a
+    /// child removed while it is walked is skipped.
     pub fn oom_kills(&self) -> Result<u64, ReadError> {
         match self.version {
-            CgroupVersion::V1 => self.event("memory.oom_control", "oom_kill"),
+            CgroupVersion::V1 => {
+                let own = self.event("memory.oom_control", "oom_kill")?;
+                Ok(own.saturating_add(v1_subtree_oom_kills(&self.path)))
+            }
             CgroupVersion::V2 => self.event("memory.events", "oom_kill"),
         }
     }
