@@ -22,4 +22,8 @@ fuzz_target!(|data: &[u8]| {
     let _ = readers::parse_memcg_stat_v1(text);
     let _ = readers::parse_memcg_stat_v2(text);
     let _ = readers::parse_smaps_vmas(text);
+    if let (Ok(swaps), Ok(zram)) = (readers::parse_swaps(text), readers::parse_zram_mm_stat(text)) {
+        let _ = zram.room_bytes();
+        let _ = readers::swap_capacity(&swaps, |_| Some(zram));
+    }
 });

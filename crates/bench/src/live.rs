@@ -358,14 +358,13 @@ impl Domain {
             .roots
             .sys_root
             .join(format!("block/zram{}/mm_stat", self.zram_index));
-        let t = std::fs::read_to_string(p).unwrap_or_default();
-        let v: Vec<u64> = t
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
+        let s = std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| appflow_linux::readers::parse_zram_mm_stat(&t).ok())
+            .unwrap_or_default();
         ZramStats {
-            orig_data_bytes: v.first().copied().unwrap_or(0),
-            pool_bytes: v.get(2).copied().unwrap_or(0),
+            orig_data_bytes: s.orig_data_bytes,
+            pool_bytes: s.mem_used_bytes,
         }
     }
 

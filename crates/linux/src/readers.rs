@@ -16,10 +16,15 @@
 
 pub mod demand;
 mod memcg;
+mod swap;
 
 pub use memcg::{
     cgroup_available_bytes, parse_memcg_stat_v1, parse_memcg_stat_v2, CgroupVersion, MemCgStat,
     MemCgroup,
+};
+pub use swap::{
+    parse_swaps, parse_zram_mm_stat, read_swap_capacity, swap_capacity, SwapArea, SwapCapacity,
+    ZramMmStat,
 };
 
 use std::collections::BTreeMap;

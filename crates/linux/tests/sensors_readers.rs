@@ -475,3 +475,65 @@ fn kernel_file_rereads_fresh_text() {
     }
     assert!(t1 >= t0 + 3, "held /proc file not re-printed: {t0} -> {t1}");
 }
+
+/// `/proc/swaps` and zram's `mm_stat` as the testbed's zram printed them
+/// (512 MiB of slots, a 384 MiB pool cap): the pool's room, not the free
+/// slots, bounds what can still be swapped out.
+#[test]
+fn swap_capacity_counts_a_zram_pools_cap() {
+    let c = read_swap_capacity(&fx("swap_zram/proc"), &fx("swap_zram/sys")).unwrap();
+    assert_eq!(c.total_bytes, 524_284 * 1024);
+    // Slots free: (524284 - 24) KiB = 536,842,240 B; the pool's room:
+    // 402,653,184 - 114,688 = 402,538,496 B at a ratio below 1 (counted as 1).
+    assert_eq!(c.free_bytes, 402_538_496);
+    // Without sysfs (unreadable mm_stat) the slots count.
+    let c = read_swap_capacity(&fx("swap_zram/proc"), &fx("nosuch")).unwrap();
+    assert_eq!(c.free_bytes, (524_284 - 24) * 1024);
+}
+
+/// A pool at its cap leaves almost no room however many slots are free
+/// (the captured text's numbers changed to a full pool at 3:1), and a
+/// non-zram area counts its slots.
+#[test]
+fn a_full_zram_pool_leaves_no_swap() {
+    let swaps = parse_swaps(
+        "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n\
+         /dev/zram1                              partition\t524284\t\t300000\t\t32767\n\
+         /swapfile                               file\t\t1048572\t\t0\t\t-2\n",
+    )
+    .unwrap();
+    assert_eq!(swaps.len(), 2);
+    let full = parse_zram_mm_stat(
+        "1200000000 390000000 400000000 402653184 401000000        0        0        0     2200\n",
+    )
+    .unwrap();
+    assert_eq!(full.room_bytes(), Some(7_959_552));
+    let c = swap_capacity(&swaps, |n| (n == 1).then_some(full));
+    assert_eq!(c.free_bytes, 7_959_552 + 1_048_572 * 1024);
+    // No cap: the slots only.
+    let uncapped = ZramMmStat {
+        mem_limit_bytes: 0,
+        ..full
+    };
+    assert_eq!(uncapped.room_bytes(), None);
+}
+
+#[test]
+fn swap_texts_that_do_not_parse_are_errors_naming_the_field() {
+    let e = parse_swaps("Filename Type Size Used Priority\n/dev/zram0 partition x 0 1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Size"), "{e}");
+    let e = parse_swaps("Filename Type Size Used Priority\n/dev/zram0 partition\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("fewer than 4"), "{e}");
+    let e = parse_zram_mm_stat("1 2 3").unwrap_err().to_string();
+    assert!(e.contains("at least 4"), "{e}");
+    let e = parse_zram_mm_stat("1 2 x 4").unwrap_err().to_string();
+    assert!(e.contains("mem_used_total"), "{e}");
+    assert_eq!(
+        parse_swaps("Filename Type Size Used Priority\n").unwrap(),
+        vec![]
+    );
+}

@@ -81,9 +81,20 @@ pub fn sample_domain(
     let psi = readers::read_psi_memory(proc_root)
         .ok()
         .map(|p| p.some_avg10);
-    // Swap is the system's in both modes (the domain pages out to it).
+    // Swap is the system's in both modes (the domain pages out to it): its
+    // areas' free slots, a zram pool's cap counted (the pool can refuse
+    // writes while slots are free); /proc/meminfo's SwapFree when
+    // /proc/swaps cannot be read. sysfs is the sibling of `proc_root`
+    // (`/proc` → `/sys`; a fixture tree's `proc` → `sys`).
     let m = readers::read_meminfo(proc_root)?;
-    let (swap_total_bytes, swap_free_bytes) = (m.swap_total_kb * 1024, m.swap_free_kb * 1024);
+    let sys_root = proc_root
+        .parent()
+        .map_or_else(|| PathBuf::from("/sys"), |p| p.join("sys"));
+    let (swap_total_bytes, swap_free_bytes) =
+        match readers::read_swap_capacity(proc_root, &sys_root) {
+            Ok(c) => (c.total_bytes, c.free_bytes),
+            Err(_) => (m.swap_total_kb * 1024, m.swap_free_kb * 1024),
+        };
     match domain {
         Domain::System => {
             let v = readers::read_vmstat(proc_root)?;
