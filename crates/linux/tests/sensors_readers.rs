@@ -484,8 +484,9 @@ fn swap_capacity_counts_a_zram_pools_cap() {
     let c = read_swap_capacity(&fx("swap_zram/proc"), &fx("swap_zram/sys")).unwrap();
     assert_eq!(c.total_bytes, 524_284 * 1024);
     // Slots free: (524284 - 24) KiB = 536,842,240 B; the pool's room:
-    // 402,653,184 - 114,688 = 402,538,496 B at a ratio below 1 (counted as 1).
-    assert_eq!(c.free_bytes, 402_538_496);
+    // (402,653,184 - 14,467) B of compressed data at 28672/14467 = 1.98:1,
+    // more than the slots.
+    assert_eq!(c.free_bytes, (524_284 - 24) * 1024);
     // Without sysfs (unreadable mm_stat) the slots count.
     let c = read_swap_capacity(&fx("swap_zram/proc"), &fx("nosuch")).unwrap();
     assert_eq!(c.free_bytes, (524_284 - 24) * 1024);
@@ -507,9 +508,18 @@ fn a_full_zram_pool_leaves_no_swap() {
         "1200000000 390000000 400000000 402653184 401000000        0        0        0     2200\n",
     )
     .unwrap();
-    assert_eq!(full.room_bytes(), Some(7_959_552));
+    // (402,653,184 - 390,000,000) compressed bytes at 1.2e9 / 3.9e8.
+    assert_eq!(full.room_bytes(), Some(38_932_873));
     let c = swap_capacity(&swaps, |n| (n == 1).then_some(full));
-    assert_eq!(c.free_bytes, 7_959_552 + 1_048_572 * 1024);
+    assert_eq!(c.free_bytes, 38_932_873 + 1_048_572 * 1024);
+    // After an app's stored pages are freed the pool keeps its pages
+    // (mem_used_total unchanged) but has room again.
+    let freed = ZramMmStat {
+        orig_data_bytes: 900_000_000,
+        compr_data_bytes: 290_000_000,
+        ..full
+    };
+    assert!(freed.room_bytes().unwrap() > 300_000_000);
     // No cap: the slots only.
     let uncapped = ZramMmStat {
         mem_limit_bytes: 0,

@@ -57,7 +57,8 @@ pub struct ZramMmStat {
     pub orig_data_bytes: u64,
     /// Compressed bytes stored (`compr_data_size`).
     pub compr_data_bytes: u64,
-    /// Memory the pool takes, allocator overhead included (`mem_used_total`).
+    /// Memory the pool takes, allocator overhead and freed slots included
+    /// (`mem_used_total`).
     pub mem_used_bytes: u64,
     /// Cap of the pool, 0 for none (`mem_limit`).
     pub mem_limit_bytes: u64,
@@ -92,15 +93,24 @@ pub fn parse_zram_mm_stat(text: &str) -> Result<ZramMmStat, ReadError> {
 
 impl ZramMmStat {
     /// Uncompressed bytes the pool can still take before its cap, at the
-    /// device's current ratio (stored bytes per pool byte; 1 while nothing
-    /// is stored). `None` when the pool has no cap.
+    /// device's current ratio (stored bytes per compressed byte; 1 while
+    /// nothing is stored). `None` when the pool has no cap.
+    ///
+    /// The room is the cap less the compressed data, not less
+    /// `mem_used_total`: when stored pages are freed (an app exits or is
+    /// killed), zsmalloc keeps the partly used pages it allocated, so
+    /// `mem_used_total` stays up while new writes fill the freed slots
+    /// (zram checks its cap against the pool's pages, which those writes
+    /// do not grow). Counting the pool's pages instead read a pool that had
+    /// just been given 70 MB back as still full, and the daemon killed a
+    /// second app where the kernel's OOM killer took one.
     pub fn room_bytes(&self) -> Option<u64> {
         if self.mem_limit_bytes == 0 {
             return None;
         }
-        let room = self.mem_limit_bytes.saturating_sub(self.mem_used_bytes);
-        let ratio = if self.orig_data_bytes > 0 && self.mem_used_bytes > 0 {
-            (self.orig_data_bytes as f64 / self.mem_used_bytes as f64).max(1.0)
+        let room = self.mem_limit_bytes.saturating_sub(self.compr_data_bytes);
+        let ratio = if self.orig_data_bytes > 0 && self.compr_data_bytes > 0 {
+            (self.orig_data_bytes as f64 / self.compr_data_bytes as f64).max(1.0)
         } else {
             1.0
         };
