@@ -11,9 +11,10 @@
 //! [`WorkerReply`] per line on its stdout. `Hold::Protect` spans are mapped
 //! over their 2 MiB windows, brought in with `MADV_POPULATE_READ` on a
 //! huge-page mapping (large device requests, see [`populate`]) and `mlock`ed
-//! until released (protected from reclaim during the launch); `Hold::Touch` spans are read and re-read every
-//! `touch_interval_ms` (kept warm, reclaimable). The worker exits when its
-//! stdin closes (the daemon died): the kernel drops its mlocks with it.
+//! until released (protected from reclaim during the launch); `Hold::Touch`
+//! spans are read and re-read every `touch_interval_ms` (kept warm,
+//! reclaimable). The worker exits when its stdin closes (the daemon died):
+//! the kernel drops its mlocks with it.
 
 use appflow_core::mechanism::{Hold, MechError, PreloadMechanism};
 use appflow_core::preload::FileSpan;
