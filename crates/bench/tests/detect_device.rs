@@ -17,7 +17,8 @@
 //! zram and no CPU budget: nothing else runs in it, so neither matters.
 //!
 //! `APPFLOW_DEVICE_PAIRS` sets the number of pairs (default 5): each pair
-//! starts a daemon with no profile. Needs root, v1 memory cgroups, FUSE,
+//! starts a daemon with no profile. `APPFLOW_DEVICE_PRELOAD=off` is the
+//! control: the same pairs with the daemon's preloader off. Needs root, v1 memory cgroups, FUSE,
 //! the process connector, fanotify and the `appflow` binary in
 //! `target/{debug,release}`; skips with the reason otherwise.
 
