@@ -75,11 +75,22 @@ struct ReadReq {
     reply: ReplyData,
 }
 
-/// The mounted file system; unmounted when dropped.
+/// The mounted file system; unmounted by [`FlashMount::unmount`] or when
+/// dropped.
 pub struct FlashMount {
-    _session: fuser::BackgroundSession,
+    session: Option<fuser::BackgroundSession>,
     /// What the device served.
     pub stats: Arc<DeviceStats>,
+}
+
+impl FlashMount {
+    /// Unmounts now, through the session that serves it, while the mount
+    /// point still exists. Dropping the session after something else took
+    /// the mount away (the testbed's ledger removes the mount point) makes
+    /// the FUSE library try again and log a spurious error.
+    pub fn unmount(&mut self) {
+        drop(self.session.take());
+    }
 }
 
 /// Mounts `backing` read-only at `mnt`, served through a device of `params`
@@ -109,7 +120,7 @@ pub fn mount(
         ],
     )?;
     Ok(FlashMount {
-        _session: session,
+        session: Some(session),
         stats,
     })
 }

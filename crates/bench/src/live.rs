@@ -92,7 +92,8 @@ pub struct Domain {
     /// The image size, bytes.
     pub image_bytes: u64,
     ledger: Ledger<LiveOps>,
-    // After the ledger: its teardown unmounts the device first.
+    // After the ledger: dropped without `teardown`, the ledger unmounts
+    // the device first.
     flash: crate::fusefs::FlashMount,
     leaves: Vec<Leaf>,
 }
@@ -370,6 +371,10 @@ impl Domain {
 
     /// Tears everything down now. Errors list what could not be undone.
     pub fn teardown(&mut self) -> Result<()> {
+        // The device first, by its own session (nothing in the domain runs
+        // any more); the ledger's record of the mount is the fallback that
+        // waits out a busy mount point and detaches it.
+        self.flash.unmount();
         let failed = domain::teardown(&mut self.ledger);
         if failed.is_empty() {
             Ok(())
