@@ -32,6 +32,9 @@ pub enum Reason {
     /// leave the domain nothing to reclaim (anonymous reclaim allowed again
     /// until memory comes back).
     ReclaimFileExhausted = 108,
+    /// Rebalancing finished: available memory is back above M_F, so no
+    /// more anonymous memory is paged out ahead of need.
+    ReclaimHeadroomRestored = 109,
 
     // --- killer (2xx) ---
     /// Killed: highest net freed memory ΔM among non-recent background apps.
@@ -96,6 +99,7 @@ impl Reason {
             ReclaimRebalanceTimeout => "reclaim_rebalance_timeout",
             ReclaimLaunchProtect => "reclaim_launch_protect",
             ReclaimFileExhausted => "reclaim_file_exhausted",
+            ReclaimHeadroomRestored => "reclaim_headroom_restored",
             KillHighestNetFreed => "kill_highest_net_freed",
             KillRecentLastResort => "kill_recent_last_resort",
             KillNotNeeded => "kill_not_needed",
