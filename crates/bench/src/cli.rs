@@ -331,6 +331,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         let measured = simdev::Measured {
             calibration: calibration_of(&out.reports),
             stock_zram_ratio: simdev::stock_zram_ratio(&out.measurements),
+            stock_file_reclaim_share: simdev::stock_file_reclaim_share(&out.measurements),
         };
         write_text(p, &simdev::sim_device_toml(&o, &measured)?)?;
         eprintln!(

@@ -48,6 +48,9 @@ pub struct Measured {
     /// zram compression ratio measured under `stock` (original / pool
     /// bytes after the load), if any session swapped.
     pub stock_zram_ratio: Option<f64>,
+    /// Share of file pages in what reclaim freed under `stock`
+    /// (pgsteal_file / pgsteal), if any session reclaimed.
+    pub stock_file_reclaim_share: Option<f64>,
 }
 
 fn mib(b: u64) -> f64 {
@@ -77,13 +80,24 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
          # The storage curve is the flash device's as the domain measured it (one reader; the model's\n\
          # latency + size / bandwidth when the run has not measured yet); resume_ms is a tenth of the launch CPU\n\
          # (a switch re-touches the working set). The workload lists are what the testbed launches\n\
-         # (back to back: use_ms 0; settle_ms is --settle-ms).\n",
+         # (back to back: use_ms 0; settle_ms is --settle-ms).\n\
+         # reclaim_cache_first: the domain's kernel drops page cache before anonymous memory while\n\
+         # page cache lasts (cache trim mode of mm/vmscan.c at swappiness 60); {}.\n\
+         # cpu_budget_cores: the daemon runs in the domain's cpu cgroup, so its page-out (PMR,\n\
+         # rebalancing) shares the launch's CPU budget.\n",
         d.preset.name,
         d.scale,
         if measured.stock_zram_ratio.is_some() {
             "measured under stock (original / pool bytes after the load)"
         } else {
             "the synthetic anon's (1/4 of each page random, about 3:1)"
+        },
+        match measured.stock_file_reclaim_share {
+            Some(s) => format!(
+                "this run's stock sessions freed {:.0} % file pages (pgsteal_file / pgsteal)",
+                s * 100.0
+            ),
+            None => "no stock session measured it; the kernel's behaviour is assumed".into(),
         },
     );
     if !measured.calibration.is_empty() {
@@ -146,6 +160,10 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
         anon_zram_ms_per_mib: Some(round_to(HOST_ANON_ZRAM_MS_PER_MIB / p.cpu_cores, 4)),
         file_drop_ms_per_mib: Some(round_to(HOST_FILE_DROP_MS_PER_MIB / p.cpu_cores, 4)),
         readahead_kib: Some(p.read_ahead_kib),
+        // Page cache first, unless this run's stock sessions freed mostly
+        // anonymous pages.
+        reclaim_cache_first: Some(measured.stock_file_reclaim_share.is_none_or(|s| s >= 0.5)),
+        cpu_budget_cores: Some(p.cpu_cores),
         preload_budget_mib: Some(mib(d.preload_budget_bytes)),
         storage: Some(StorageSection {
             read_mib_per_sec: None,
@@ -266,6 +284,18 @@ pub fn sim_device_toml(o: &BenchOptions, measured: &Measured) -> anyhow::Result<
     Ok(header(o, measured) + "\n" + &toml::to_string(&file)?)
 }
 
+/// Share of file pages in the pages reclaim freed over the `stock`
+/// sessions (pgsteal_file / (pgsteal_file + pgsteal_anon)), if they freed any.
+pub fn stock_file_reclaim_share(ms: &[crate::run::Measurement]) -> Option<f64> {
+    let (file, anon) = ms
+        .iter()
+        .filter(|m| m.policy.is_stock() && m.error.is_none())
+        .fold((0u64, 0u64), |(f, a), m| {
+            (f + m.delta.pgsteal_file, a + m.delta.pgsteal_anon)
+        });
+    (file + anon > 0).then(|| file as f64 / (file + anon) as f64)
+}
+
 /// The zram ratio measured under `stock`: median of original / pool bytes
 /// over the sessions whose pool held at least 1 MiB.
 pub fn stock_zram_ratio(ms: &[crate::run::Measurement]) -> Option<f64> {
@@ -376,9 +406,12 @@ mod tests {
                 },
             ],
             stock_zram_ratio: Some(2.5),
+            stock_file_reclaim_share: Some(0.83),
         };
         let text = sim_device_toml(&o, &m).unwrap();
         assert!(text.contains("zram_ratio = 2.5"), "{text}");
+        assert!(text.contains("freed 83 % file pages"), "{text}");
+        assert!(text.contains("reclaim_cache_first = true"), "{text}");
         assert!(text.contains("  512 KiB  777.2 MiB/s"), "{text}");
         let f = appflow_sim::devfile::parse(&text, "e").unwrap();
         let d = appflow_sim::devfile::device(&f, "e").unwrap();
@@ -389,5 +422,20 @@ mod tests {
         assert_eq!(d.device.anon_zram_ms_per_mib, HOST_ANON_ZRAM_MS_PER_MIB);
         // Pool cap 384 MiB × 2.5 = 960 MiB > 512 MiB disk: the disk binds.
         assert_eq!(d.device.zram_disksize_bytes, 512 * MIB);
+        assert!(d.device.reclaim_cache_first);
+        assert_eq!(d.device.cpu_budget_cores, Some(o.device.preset.cpu_cores));
+        // A run whose stock sessions freed mostly anonymous pages says so.
+        let m = Measured {
+            stock_file_reclaim_share: Some(0.3),
+            ..m
+        };
+        let text = sim_device_toml(&o, &m).unwrap();
+        let f = appflow_sim::devfile::parse(&text, "e").unwrap();
+        assert!(
+            !appflow_sim::devfile::device(&f, "e")
+                .unwrap()
+                .device
+                .reclaim_cache_first
+        );
     }
 }

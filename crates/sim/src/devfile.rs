@@ -30,6 +30,8 @@
 //! wmark_high_mib = 0            #  all 0 = no kswapd, like a memory cgroup's limit
 //! direct_reclaim_threads = 2.0  # threads of a launching app reclaiming at once
 //! readahead_kib = 128           # readahead of the apps' own large-file reads
+//! reclaim_cache_first = true    # reclaim drops page cache before anon (default false: proportional)
+//! cpu_budget_cores = 1.0        # cores the launch shares with the daemon's page-out (default: none shared)
 //! preload_budget_mib = 25       # M_p (default: the core's 100 MB; --preload-budget-mb wins)
 //! [device.storage]              # optional: either bandwidth + IOPS caps ...
 //! read_mib_per_sec = 400
@@ -124,6 +126,10 @@ pub struct DeviceSection {
     pub direct_reclaim_threads: Option<f64>,
     /// Readahead of the apps' large-file reads, KiB.
     pub readahead_kib: Option<u64>,
+    /// Reclaim drops page cache before anonymous memory while it lasts.
+    pub reclaim_cache_first: Option<bool>,
+    /// Cores the launching app shares with the daemon's own work.
+    pub cpu_budget_cores: Option<f64>,
     /// Preload budget M_p, MiB.
     pub preload_budget_mib: Option<f64>,
     /// Storage read curve.
@@ -452,6 +458,11 @@ pub fn device(f: &DeviceFile, file: &str) -> Result<LoadedDevice, InputError> {
             64.0,
         )?,
         readahead_bytes: readahead,
+        reclaim_cache_first: s.reclaim_cache_first.unwrap_or(base.reclaim_cache_first),
+        cpu_budget_cores: match s.cpu_budget_cores {
+            None => base.cpu_budget_cores,
+            Some(c) => Some(pos("device.cpu_budget_cores", Some(c), 1.0, 64.0)?),
+        },
     };
     Ok(LoadedDevice {
         device,

@@ -263,6 +263,9 @@ pub struct Sim<'a> {
     next_tick_us: u64,
     /// CPU the rebalancing page-out may use in the current tick, ms.
     pub(crate) rebalance_budget_ms: f64,
+    /// CPU time of the scheduler's page-out not yet run, ms, on a device
+    /// whose launch shares its cores with it (`Device::cpu_budget_cores`).
+    pub(crate) daemon_cpu_debt_ms: f64,
     pub(crate) next_touch_us: u64,
     /// The scheduler paused the worker's touching (a launch is in progress).
     pub(crate) touch_paused: bool,
@@ -362,6 +365,7 @@ impl<'a> Sim<'a> {
             sched,
             next_tick_us: 0,
             rebalance_budget_ms: 0.0,
+            daemon_cpu_debt_ms: 0.0,
             next_touch_us: 0,
             touch_paused: false,
             next_pid: 1000,
@@ -539,6 +543,13 @@ impl<'a> Sim<'a> {
             return;
         }
         self.rebalance_budget_ms = self.cfg.reclaim.tick_ms as f64;
+        if self.launching.is_none() {
+            // No launch competes: the page-out runs on the whole budget.
+            if let Some(c) = self.dev.cpu_budget_cores {
+                let paid = self.cfg.reclaim.tick_ms as f64 * c;
+                self.daemon_cpu_debt_ms = (self.daemon_cpu_debt_ms - paid).max(0.0);
+            }
+        }
         let sample = self.sample();
         let mut procs = std::mem::take(&mut self.procs_buf);
         let Some(sched) = &self.sched else {

@@ -9,7 +9,9 @@
 //! an allocation that would cross the min watermark reclaims synchronously
 //! (direct reclaim, counted per 32-page batch like `allocstall`). Stock
 //! reclaim scans anon and file in proportion to the list sizes (swappiness
-//! 100, Android's init.rc value); anonymous pages go to zram, then to flash
+//! 100, Android's init.rc value), or drops page cache first while it lasts
+//! on a device that says so (`Device::reclaim_cache_first`, the testbed's
+//! Linux memory cgroup); anonymous pages go to zram, then to flash
 //! swap; file pages are dropped. lmkd (PSI and swap triggers, adj then LRU)
 //! runs when the policy leaves the killing to the platform; an allocation
 //! that nothing can satisfy is the OOM killer's.
@@ -348,6 +350,9 @@ impl Sim<'_> {
                 } else {
                     0.0
                 }
+            } else if self.dev.reclaim_cache_first && file_avail > 0 {
+                // The kernel's cache trim mode: page cache first while it lasts.
+                0.0
             } else {
                 anon_avail as f64 / (anon_avail + file_avail) as f64
             };
@@ -608,6 +613,50 @@ impl Sim<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::{catalogue, model};
+    use crate::engine::SimConfig;
+    use crate::policy::Policy;
+
+    /// Two background apps with page cache and anonymous memory; `reclaim`
+    /// of 64 MiB. Returns (file pages evicted, anonymous pages swapped).
+    fn reclaim_split(cache_first: bool) -> (u64, u64) {
+        let mut dev = crate::device::device("pixel8-6gb").unwrap();
+        dev.reclaim_cache_first = cache_first;
+        let cfg = SimConfig::with_seed(1);
+        let models: Vec<_> = catalogue().iter().take(2).map(model).collect();
+        let pol = Policy::by_name("android").unwrap();
+        let mut sim = Sim::new(&dev, pol, &cfg, &models, &[true, true]);
+        for a in 0..2 {
+            sim.mark_touched(a);
+            sim.st[a].alive = true;
+            sim.add_file(a, Holder::Own, 0, 1, 25_600); // 100 MiB cached
+            sim.st[a].anon_res += 51_200; // 200 MiB anonymous
+            sim.anon_total += 51_200;
+        }
+        sim.lru = vec![0, 1];
+        let (f0, a0) = (
+            sim.counters.evicted_file_pages,
+            sim.counters.evicted_anon_pages,
+        );
+        sim.reclaim(16_384, 1e9);
+        sim.check_accounting().unwrap();
+        (
+            sim.counters.evicted_file_pages - f0,
+            sim.counters.evicted_anon_pages - a0,
+        )
+    }
+
+    #[test]
+    fn cache_first_reclaim_drops_page_cache_before_anonymous_memory() {
+        // Proportional (Android's swappiness 100): both kinds go.
+        let (file, anon) = reclaim_split(false);
+        assert!(file > 0 && anon > 0, "file {file} anon {anon}");
+        // Cache first (the testbed's kernel): 64 MiB of the 200 MiB of
+        // page cache, no anonymous page.
+        let (file, anon) = reclaim_split(true);
+        assert_eq!(anon, 0);
+        assert!(file >= 16_384, "file {file}");
+    }
 
     #[test]
     fn take_cells_removes_exactly_what_it_reports() {

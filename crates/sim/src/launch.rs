@@ -276,8 +276,17 @@ impl Sim<'_> {
         // 1. kswapd (own core).
         self.run_kswapd(dt);
 
-        // 2. The app.
+        // 2. The app. On a device whose launch shares its cores with the
+        //    scheduler's page-out, the two runnable threads share them
+        //    fairly (CFS, both at nice 0) while page-out work is pending.
         let mut t = dt;
+        if let Some(c) = self.dev.cpu_budget_cores {
+            if self.daemon_cpu_debt_ms > 0.0 {
+                let daemon = self.daemon_cpu_debt_ms.min(dt * c / 2.0);
+                self.daemon_cpu_debt_ms -= daemon;
+                t = (dt * c - daemon).min(dt);
+            }
+        }
         let mut done_at = None;
         while t > 1e-9 {
             let Some(ph) = l.phases.get(l.pos).copied() else {

@@ -459,6 +459,10 @@ impl ReclaimMechanism for Sim<'_> {
         let n = (max_bytes / PAGE_BYTES).min(afford);
         let (got, cpu, flash) = self.evict_anon(n, Some(a));
         self.rebalance_budget_ms -= cpu + flash;
+        if self.dev.cpu_budget_cores.is_some() {
+            // The daemon compresses in its own context, on the domain's cores.
+            self.daemon_cpu_debt_ms += cpu;
+        }
         Ok(got * PAGE_BYTES)
     }
 

@@ -449,3 +449,88 @@ fn events_are_grouped_by_user_in_order() {
         vec![vec![("x", 1), ("x", 3)], vec![("y", 2), ("y", 4)]]
     );
 }
+
+// ---------------------------------------------------------------------
+// The testbed's device: what its kernel and CPU budget do
+// ---------------------------------------------------------------------
+
+/// The testbed's shipped device file with two of its keys set.
+fn bench_device(cache_first: bool, cpu_budget: Option<f64>) -> PathBuf {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/sim-device.default.toml"),
+    )
+    .unwrap();
+    let mut extra = format!("reclaim_cache_first = {cache_first}\n");
+    if let Some(c) = cpu_budget {
+        extra.push_str(&format!("cpu_budget_cores = {c}\n"));
+    }
+    let text = text
+        .lines()
+        .filter(|l| !l.starts_with("reclaim_cache_first") && !l.starts_with("cpu_budget_cores"))
+        .map(|l| {
+            if l.starts_with("readahead_kib") {
+                format!("{l}\n{extra}")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect::<String>();
+    let p = std::env::temp_dir().join(format!(
+        "appflow-sim-test-{}-{cache_first}-{}.toml",
+        std::process::id(),
+        cpu_budget.unwrap_or(0.0)
+    ));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn p50_of(r: &appflow_core::report::RunReport, policy: &str) -> f64 {
+    r.results
+        .iter()
+        .find(|p| p.policy == policy)
+        .unwrap()
+        .summary
+        .cold_launch_ms
+        .p50
+}
+
+#[test]
+fn cache_first_reclaim_leaves_no_page_cache_to_stream_into() {
+    // With page cache dropped first, the load leaves the domain all
+    // anonymous: the whole-profile stream has no room (the testbed's
+    // daemon logs "room 0 bytes") and gains nothing over stock.
+    let cat = catalogue();
+    let mut a = args("pixel8-6gb", "high", "android,paralfetch");
+    let mut gain = |cache_first| {
+        let p = bench_device(cache_first, None);
+        a.device_file = Some(p.clone());
+        let r = simulate(&a, &cat).unwrap();
+        let _ = std::fs::remove_file(&p);
+        1.0 - p50_of(&r, "paralfetch") / p50_of(&r, "android")
+    };
+    let (proportional, cache_first) = (gain(false), gain(true));
+    assert!(
+        cache_first < 0.01 && cache_first < proportional,
+        "stream gain: cache first {cache_first}, proportional {proportional}"
+    );
+}
+
+#[test]
+fn page_out_on_the_launchs_cores_slows_the_launch() {
+    // PMR's user-space page-out runs while memory is short, launches
+    // included; where the daemon shares the launch's core it costs the
+    // launch time, elsewhere not. Stock has no page-out either way.
+    let cat = catalogue();
+    let mut a = args("pixel8-6gb", "high", "android,pmr");
+    let mut run = |budget| {
+        let p = bench_device(true, budget);
+        a.device_file = Some(p.clone());
+        let r = simulate(&a, &cat).unwrap();
+        let _ = std::fs::remove_file(&p);
+        (p50_of(&r, "android"), p50_of(&r, "pmr"))
+    };
+    let (stock_free, pmr_free) = run(None);
+    let (stock_shared, pmr_shared) = run(Some(1.0));
+    assert_eq!(stock_free, stock_shared);
+    assert!(pmr_shared > pmr_free * 1.05, "{pmr_shared} vs {pmr_free}");
+}
