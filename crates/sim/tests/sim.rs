@@ -454,8 +454,9 @@ fn events_are_grouped_by_user_in_order() {
 // The testbed's device: what its kernel and CPU budget do
 // ---------------------------------------------------------------------
 
-/// The testbed's shipped device file with two of its keys set.
-fn bench_device(cache_first: bool, cpu_budget: Option<f64>) -> PathBuf {
+/// `high` on the testbed's shipped device file with two of its keys set;
+/// the p50 of each of `policies` (comma-separated), in order.
+fn on_bench_device(cache_first: bool, cpu_budget: Option<f64>, policies: &str) -> Vec<f64> {
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/sim-device.default.toml"),
     )
@@ -481,17 +482,23 @@ fn bench_device(cache_first: bool, cpu_budget: Option<f64>) -> PathBuf {
         cpu_budget.unwrap_or(0.0)
     ));
     std::fs::write(&p, text).unwrap();
-    p
-}
-
-fn p50_of(r: &appflow_core::report::RunReport, policy: &str) -> f64 {
-    r.results
-        .iter()
-        .find(|p| p.policy == policy)
-        .unwrap()
-        .summary
-        .cold_launch_ms
-        .p50
+    let mut a = args("pixel8-6gb", "high", policies);
+    a.device_file = Some(p.clone());
+    let r = simulate(&a, &catalogue());
+    let _ = std::fs::remove_file(&p);
+    let r = r.unwrap();
+    policies
+        .split(',')
+        .map(|name| {
+            r.results
+                .iter()
+                .find(|p| p.policy == name)
+                .unwrap()
+                .summary
+                .cold_launch_ms
+                .p50
+        })
+        .collect()
 }
 
 #[test]
@@ -499,14 +506,9 @@ fn cache_first_reclaim_leaves_no_page_cache_to_stream_into() {
     // With page cache dropped first, the load leaves the domain all
     // anonymous: the whole-profile stream has no room (the testbed's
     // daemon logs "room 0 bytes") and gains nothing over stock.
-    let cat = catalogue();
-    let mut a = args("pixel8-6gb", "high", "android,paralfetch");
-    let mut gain = |cache_first| {
-        let p = bench_device(cache_first, None);
-        a.device_file = Some(p.clone());
-        let r = simulate(&a, &cat).unwrap();
-        let _ = std::fs::remove_file(&p);
-        1.0 - p50_of(&r, "paralfetch") / p50_of(&r, "android")
+    let gain = |cache_first| {
+        let p = on_bench_device(cache_first, None, "android,paralfetch");
+        1.0 - p[1] / p[0]
     };
     let (proportional, cache_first) = (gain(false), gain(true));
     assert!(
@@ -520,17 +522,9 @@ fn page_out_on_the_launchs_cores_slows_the_launch() {
     // PMR's user-space page-out runs while memory is short, launches
     // included; where the daemon shares the launch's core it costs the
     // launch time, elsewhere not. Stock has no page-out either way.
-    let cat = catalogue();
-    let mut a = args("pixel8-6gb", "high", "android,pmr");
-    let mut run = |budget| {
-        let p = bench_device(true, budget);
-        a.device_file = Some(p.clone());
-        let r = simulate(&a, &cat).unwrap();
-        let _ = std::fs::remove_file(&p);
-        (p50_of(&r, "android"), p50_of(&r, "pmr"))
-    };
-    let (stock_free, pmr_free) = run(None);
-    let (stock_shared, pmr_shared) = run(Some(1.0));
+    let free = on_bench_device(true, None, "android,pmr");
+    let shared = on_bench_device(true, Some(1.0), "android,pmr");
+    let (stock_free, pmr_free, stock_shared, pmr_shared) = (free[0], free[1], shared[0], shared[1]);
     assert_eq!(stock_free, stock_shared);
     assert!(pmr_shared > pmr_free * 1.05, "{pmr_shared} vs {pmr_free}");
 }
