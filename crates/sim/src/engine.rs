@@ -544,9 +544,10 @@ impl<'a> Sim<'a> {
         }
         self.rebalance_budget_ms = self.cfg.reclaim.tick_ms as f64;
         if self.launching.is_none() {
-            // No launch competes: the page-out runs on the whole budget.
+            // No launch competes: the page-out runs alone, on one core of
+            // the budget (its debt is in wall time on the whole budget).
             if let Some(c) = self.dev.cpu_budget_cores {
-                let paid = self.cfg.reclaim.tick_ms as f64 * c;
+                let paid = self.cfg.reclaim.tick_ms as f64 * c.min(1.0) / c;
                 self.daemon_cpu_debt_ms = (self.daemon_cpu_debt_ms - paid).max(0.0);
             }
         }

@@ -258,6 +258,28 @@ impl Sim<'_> {
         }
     }
 
+    /// The app's time in a step of `dt` ms on a device whose launch shares
+    /// its CPU budget of `c` cores with the scheduler's page-out
+    /// (`Device::cpu_budget_cores`): while page-out work is pending the two
+    /// runnable threads share the budget fairly (CFS, both at nice 0), each
+    /// on at most one core. Costs in the device's units are wall time on the
+    /// whole budget (the testbed's reclaim costs are divided by `c`).
+    fn app_time_beside_daemon(&mut self, dt: f64) -> f64 {
+        let Some(c) = self.dev.cpu_budget_cores else {
+            return dt;
+        };
+        if self.daemon_cpu_debt_ms <= 0.0 {
+            return dt;
+        }
+        let alone = c.min(1.0);
+        let shared = (c / 2.0).min(1.0);
+        // Core-ms the page-out gets this step, and the debt it pays.
+        let daemon = (self.daemon_cpu_debt_ms * c).min(dt * shared);
+        self.daemon_cpu_debt_ms = (self.daemon_cpu_debt_ms - daemon / c).max(0.0);
+        // While it runs the app goes at shared/alone of its speed.
+        dt - daemon / shared * (1.0 - shared / alone)
+    }
+
     /// One 5 ms step of a launch. Returns the completion time when the
     /// launch finished within the step.
     fn step_launch(&mut self, l: &mut Launch) -> Option<u64> {
@@ -276,17 +298,9 @@ impl Sim<'_> {
         // 1. kswapd (own core).
         self.run_kswapd(dt);
 
-        // 2. The app. On a device whose launch shares its cores with the
-        //    scheduler's page-out, the two runnable threads share them
-        //    fairly (CFS, both at nice 0) while page-out work is pending.
-        let mut t = dt;
-        if let Some(c) = self.dev.cpu_budget_cores {
-            if self.daemon_cpu_debt_ms > 0.0 {
-                let daemon = self.daemon_cpu_debt_ms.min(dt * c / 2.0);
-                self.daemon_cpu_debt_ms -= daemon;
-                t = (dt * c - daemon).min(dt);
-            }
-        }
+        // 2. The app (less of the step while the scheduler's page-out
+        //    shares its cores, see `app_time_beside_daemon`).
+        let mut t = self.app_time_beside_daemon(dt);
         let mut done_at = None;
         while t > 1e-9 {
             let Some(ph) = l.phases.get(l.pos).copied() else {
