@@ -69,6 +69,22 @@ fn share_pages(pages: u64, frac: f64) -> u64 {
     }
 }
 
+/// One step of `dt` ms shared by the launching app and a page-out owing
+/// `debt_ms` (wall time on the whole budget of `c` cores): the app's time
+/// and the debt left ([`Sim::app_time_beside_daemon`]).
+fn beside_daemon(dt: f64, c: f64, debt_ms: f64) -> (f64, f64) {
+    if debt_ms <= 0.0 {
+        return (dt, 0.0);
+    }
+    let alone = c.min(1.0);
+    let shared = (c / 2.0).min(1.0);
+    // Core-ms the page-out gets this step, and the debt it pays.
+    let daemon = (debt_ms * c).min(dt * shared);
+    let debt = (debt_ms - daemon / c).max(0.0);
+    // While it runs the app goes at shared/alone of its speed.
+    (dt - daemon / shared * (1.0 - shared / alone), debt)
+}
+
 /// Read rate at a block size on `dev`, pages per ms.
 pub(crate) fn rate_ppm(dev: &Device, block_bytes: u64) -> f64 {
     dev.read_curve.throughput(block_bytes) / appflow_core::PAGE_BYTES as f64 / 1000.0
@@ -268,16 +284,9 @@ impl Sim<'_> {
         let Some(c) = self.dev.cpu_budget_cores else {
             return dt;
         };
-        if self.daemon_cpu_debt_ms <= 0.0 {
-            return dt;
-        }
-        let alone = c.min(1.0);
-        let shared = (c / 2.0).min(1.0);
-        // Core-ms the page-out gets this step, and the debt it pays.
-        let daemon = (self.daemon_cpu_debt_ms * c).min(dt * shared);
-        self.daemon_cpu_debt_ms = (self.daemon_cpu_debt_ms - daemon / c).max(0.0);
-        // While it runs the app goes at shared/alone of its speed.
-        dt - daemon / shared * (1.0 - shared / alone)
+        let (t, debt) = beside_daemon(dt, c, self.daemon_cpu_debt_ms);
+        self.daemon_cpu_debt_ms = debt;
+        t
     }
 
     /// One 5 ms step of a launch. Returns the completion time when the
@@ -463,5 +472,27 @@ impl Sim<'_> {
         self.sched_ticks();
         self.kernel_kill_check();
         done_at
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::beside_daemon;
+
+    #[test]
+    fn the_launch_shares_its_cpu_budget_with_pending_page_out() {
+        // Nothing pending: the whole step is the app's.
+        assert_eq!(beside_daemon(5.0, 1.0, 0.0), (5.0, 0.0));
+        // One core: half each while work is pending; the debt pays 2.5 ms.
+        assert_eq!(beside_daemon(5.0, 1.0, 100.0), (2.5, 97.5));
+        // A little debt: the app loses only what the page-out ran.
+        assert_eq!(beside_daemon(5.0, 1.0, 1.0), (4.0, 0.0));
+        // Half a core: the app at half its (already halved) speed; in the
+        // budget's wall time the page-out's half pays 2.5 ms of its debt.
+        assert_eq!(beside_daemon(5.0, 0.5, 100.0), (2.5, 97.5));
+        // Two cores: one each, the launch does not slow down.
+        let (t, debt) = beside_daemon(5.0, 2.0, 100.0);
+        assert_eq!(t, 5.0);
+        assert_eq!(debt, 97.5);
     }
 }
