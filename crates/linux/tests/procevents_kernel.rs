@@ -151,7 +151,11 @@ fn detector_sees_a_launch_ready_and_exit() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(mut ev) = open_or_skip() else { return };
     let proc_root = Path::new("/proc");
-    let sleep_exe = std::fs::canonicalize("/bin/sleep").unwrap();
+    // A private copy of sleep: any other `sleep` on the machine would match
+    // a /bin/sleep matcher too and keep the app alive after ours exits.
+    let dir = tempfile::tempdir().unwrap();
+    let sleep_exe = dir.path().join("napper");
+    std::fs::copy("/bin/sleep", &sleep_exe).unwrap();
     let matchers = Matchers::new(
         &[MatcherSpec {
             name: "napper".into(),
@@ -171,7 +175,7 @@ fn detector_sees_a_launch_ready_and_exit() {
     let ms = || monotonic_ns() / 1_000_000;
     let t0 = ms();
 
-    let child = Command::new("/bin/sleep").arg("1.5").spawn().unwrap();
+    let child = Command::new(&sleep_exe).arg("1.5").spawn().unwrap();
     let pid = child.id();
     let mut seen: Vec<Detected> = Vec::new();
     let mut prev: BTreeMap<u32, appflow_core::detect::DemandCounters> = BTreeMap::new();
@@ -214,7 +218,19 @@ fn detector_sees_a_launch_ready_and_exit() {
                 ProcEvent::Exit { tgid, time_ns, .. } => {
                     seen.extend(det.on_exit(tgid, time_ns / 1_000_000))
                 }
-                ProcEvent::Overrun => {}
+                ProcEvent::Overrun => {
+                    // Events were lost (a busy machine: every exec and exit
+                    // of the system goes through this socket). As the
+                    // daemon does, keep only the processes still alive.
+                    let live: Vec<(u32, u64)> = det
+                        .pids_of("napper")
+                        .into_iter()
+                        .filter_map(|p| {
+                            appflow_linux::actuators::read_start_time(proc_root, p).map(|s| (p, s))
+                        })
+                        .collect();
+                    seen.extend(det.retain_live(&live, ms()));
+                }
             }
         }
         // Demand of the launching app since the last tick.
