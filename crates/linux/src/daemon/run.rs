@@ -1122,6 +1122,14 @@ impl Runtime {
                     .map(|(e, n)| json!({"errno": e, "name": metrics::errno_name(*e), "count": n}))
                     .collect::<Vec<_>>(),
                 "smaps_errors": self.reclaim.smaps_errors,
+                "kswapd_step": {
+                    "watermark_scale_factor": st.reclaim_step,
+                    "changes": st.reclaim_step_changes,
+                    "windows": st.refault_windows,
+                    "refault_ratio": st.refault_total.refault_ratio(),
+                    "direct_share": st.refault_total.direct_share(),
+                    "window_pages": st.refault_total,
+                },
             },
             "kills": st.kills_total(),
             "mode_switches": st.switches_total(),
