@@ -308,4 +308,33 @@ mod tests {
         assert!(s[WARM] > 0 && s[COLD] > 0);
         assert!((PMR_SHRINK_SHARE + PMR_WRITEBACK_SHARE - 1.0).abs() < 1e-12);
     }
+
+    #[test]
+    fn the_refault_step_maps_to_the_devices_kswapd_batch() {
+        for name in crate::device::DEVICE_NAMES {
+            let dev = crate::device::device(name).unwrap();
+            let r = refault_step_range(&dev);
+            let gap = (dev.wmark_high_bytes - dev.wmark_low_bytes) / PAGE_BYTES;
+            let floor = dev.wmark_min_bytes / 4 / PAGE_BYTES;
+            // Stock gives the device's own gap back; the floor is min / 4.
+            assert_eq!(refault_batch_pages(&dev, r.stock), gap.max(floor), "{name}");
+            assert_eq!(refault_batch_pages(&dev, 1), floor, "{name}");
+            assert!(refault_batch_pages(&dev, r.lowest()) >= floor, "{name}");
+            // Monotone in the factor.
+            let mut last = 0;
+            for w in 1..=r.stock {
+                let b = refault_batch_pages(&dev, w);
+                assert!(b >= last, "{name} {w}");
+                last = b;
+            }
+        }
+        let p7 = crate::device::device("pixel7-6gb").unwrap();
+        assert_eq!(
+            refault_step_range(&p7),
+            StepRange {
+                stock: 62,
+                floor: 32
+            }
+        );
+    }
 }

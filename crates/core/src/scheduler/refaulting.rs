@@ -12,12 +12,12 @@ use crate::reason::Reason;
 /// Whether the domain's kswapd step is known yet.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(super) enum StepKnob {
-    /// Not asked yet (or asking failed: asked again next tick).
+    /// Not asked yet.
     #[default]
     Unknown,
     /// The range the controller moves the knob in.
     Known(crate::refault::StepRange),
-    /// Nothing to tune here (the mechanism said why; logged once).
+    /// Nothing to tune here, or the knob could not be read (logged once).
     Absent,
 }
 
@@ -51,8 +51,15 @@ impl Scheduler {
                     };
                     self.log(s.now_ms, "reclaim", Some(Reason::ReclaimStepHeld), what);
                 }
-                Err(MechError::Unsupported(why)) => {
+                Err(e) => {
+                    // Unsupported says why there is nothing to tune; any
+                    // other failure (the knob unreadable) is not retried
+                    // every tick either: the policy measures only.
                     self.step_knob = StepKnob::Absent;
+                    let why = match e {
+                        MechError::Unsupported(why) => why,
+                        e => format!("reading kswapd's step failed: {e}"),
+                    };
                     self.log(
                         s.now_ms,
                         "reclaim",
@@ -60,7 +67,6 @@ impl Scheduler {
                         format!("nothing to tune ({why}); the re-fault ratio is measured and reported only"),
                     );
                 }
-                Err(e) => self.mech_error(s.now_ms, "reading kswapd's step", &e),
             }
         }
         let range = match self.step_knob {
