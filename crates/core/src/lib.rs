@@ -17,6 +17,7 @@
 //! | [`prepage`] | ASAP's switch footprint estimator: what to prepage at a switch (the ASAP paper) |
 //! | [`proactive`] | PMR's batched per-app page-out ahead of bursts, from user space (the PMR paper) |
 //! | [`reclaim`] | Adaptive Memory Reclaimer mode controller (the AppFlow paper Algorithm 1) |
+//! | [`refault`] | re-fault-aware kswapd step (vm.watermark_scale_factor) from the re-fault/direct-reclaim trade-off (the re-fault study §5) |
 //! | [`killer`] | Context-Aware Process Killer ranking by ΔM with recency deferment (the AppFlow paper §4.3) |
 //! | [`mechanism`] | the traits the policies drive (preload, reclaim, kill) and a recording fake |
 //! | [`policy`] | the policy registry: every policy by name, composing the strategies |
@@ -37,6 +38,7 @@ pub mod proactive;
 pub mod profile;
 pub mod reason;
 pub mod reclaim;
+pub mod refault;
 pub mod report;
 pub mod rng;
 pub mod scheduler;

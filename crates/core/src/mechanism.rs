@@ -7,6 +7,7 @@ use crate::preload::FileSpan;
 use crate::prepage::{PrepagePlan, SwitchObservation};
 use crate::reason::Reason;
 use crate::reclaim::ReclaimMode;
+use crate::refault::StepRange;
 use crate::scheduler::ProcId;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -79,6 +80,19 @@ pub trait ReclaimMechanism {
     fn page_out_anon(&mut self, pid: u32, max_bytes: u64) -> Result<u64, MechError>;
     /// Drops a file range from the page cache. Returns bytes dropped (as far as known).
     fn drop_file(&mut self, path: &str, offset: u64, len: u64) -> Result<u64, MechError>;
+    /// kswapd's reclaim step of the domain as `vm.watermark_scale_factor`
+    /// (the re-fault study §5): the value before any change (stock) and the
+    /// lowest value that still changes the step. Unsupported when the
+    /// domain has no kswapd step to tune (a memory cgroup), with why.
+    fn reclaim_step_range(&mut self) -> Result<StepRange, MechError> {
+        Err(MechError::Unsupported("a kswapd reclaim step".into()))
+    }
+    /// Sets kswapd's reclaim step (`vm.watermark_scale_factor`, within the
+    /// range above; the stock value restores the original setting).
+    fn set_reclaim_step(&mut self, wsf: u32) -> Result<(), MechError> {
+        let _ = wsf;
+        Err(MechError::Unsupported("a kswapd reclaim step".into()))
+    }
 }
 
 /// What a kill did.
@@ -122,6 +136,8 @@ pub enum Call {
     Kill { pid: u32, reason: Reason },
     /// `prepage`.
     Prepage { app: String, plan: PrepagePlan },
+    /// `set_reclaim_step`.
+    ReclaimStep(u32),
 }
 
 /// A recording fake of every mechanism, for tests of the loops that drive them.
@@ -134,6 +150,8 @@ pub struct Recorder {
     pub vanished: Vec<u32>,
     /// What `switch_observation` reports, per app (taken once).
     pub observations: std::collections::BTreeMap<String, SwitchObservation>,
+    /// What `reclaim_step_range` reports (None: unsupported).
+    pub step_range: Option<StepRange>,
 }
 
 impl PreloadMechanism for Recorder {
@@ -201,6 +219,17 @@ impl ReclaimMechanism for Recorder {
             len,
         });
         Ok(len)
+    }
+    fn reclaim_step_range(&mut self) -> Result<StepRange, MechError> {
+        self.step_range
+            .ok_or_else(|| MechError::Unsupported("no kswapd step in this fake".into()))
+    }
+    fn set_reclaim_step(&mut self, wsf: u32) -> Result<(), MechError> {
+        if self.step_range.is_none() {
+            return Err(MechError::Unsupported("no kswapd step in this fake".into()));
+        }
+        self.calls.push(Call::ReclaimStep(wsf));
+        Ok(())
     }
 }
 

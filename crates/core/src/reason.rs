@@ -35,6 +35,19 @@ pub enum Reason {
     /// Rebalancing finished: available memory is back above M_F, so no
     /// more anonymous memory is paged out ahead of need.
     ReclaimHeadroomRestored = 109,
+    /// Re-fault-aware reclaim (the re-fault study §5): re-faults high, direct
+    /// reclaim low: kswapd's step (vm.watermark_scale_factor) halved.
+    ReclaimStepLowered = 110,
+    /// Re-fault-aware reclaim: direct reclaim grew: kswapd's step doubled
+    /// (never above the device's own).
+    ReclaimStepRaised = 111,
+    /// Re-fault-aware reclaim: a window judged, the step kept (in the
+    /// hysteresis band, at a bound, or nothing to tune).
+    ReclaimStepHeld = 112,
+    /// Re-fault-aware reclaim: the domain has no kswapd step to tune (a
+    /// memory cgroup reclaims at its limit in the charging task); the
+    /// re-fault ratio is measured and reported only.
+    ReclaimStepNoKnob = 113,
 
     // --- killer (2xx) ---
     /// Killed: highest net freed memory ΔM among non-recent background apps.
@@ -100,6 +113,10 @@ impl Reason {
             ReclaimLaunchProtect => "reclaim_launch_protect",
             ReclaimFileExhausted => "reclaim_file_exhausted",
             ReclaimHeadroomRestored => "reclaim_headroom_restored",
+            ReclaimStepLowered => "reclaim_step_lowered",
+            ReclaimStepRaised => "reclaim_step_raised",
+            ReclaimStepHeld => "reclaim_step_held",
+            ReclaimStepNoKnob => "reclaim_step_no_knob",
             KillHighestNetFreed => "kill_highest_net_freed",
             KillRecentLastResort => "kill_recent_last_resort",
             KillNotNeeded => "kill_not_needed",

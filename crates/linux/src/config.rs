@@ -603,7 +603,6 @@ mod tests {
             ("[daemon]\npolicy = \"fast\"\n", "daemon.policy"),
             ("[daemon]\npolicy = \"acclaim\"\n", "daemon.policy"),
             ("[daemon]\npolicy = \"ariadne\"\n", "daemon.policy"),
-            ("[daemon]\npolicy = \"refault\"\n", "daemon.policy"),
             ("[daemon]\npolicy = \"asap\"\n", "daemon.policy"),
             ("[killer]\nprotected = 3\n", "killer.protected"),
             (

@@ -373,6 +373,28 @@ impl VmStat {
         }
     }
 
+    /// Pages reclaimed by anyone: `pgsteal_anon + pgsteal_file` (Linux ≥
+    /// 5.8; they count every reclaim, a memory cgroup's at its limit too),
+    /// else every `pgsteal_kswapd*` and `pgsteal_direct*` counter (older
+    /// kernels, per zone before 4.8).
+    pub fn steals(&self) -> u64 {
+        if self.counters.contains_key("pgsteal_anon") || self.counters.contains_key("pgsteal_file")
+        {
+            self.get("pgsteal_anon")
+                .wrapping_add(self.get("pgsteal_file"))
+        } else {
+            self.sum_prefix("pgsteal_kswapd")
+                .wrapping_add(self.sum_prefix("pgsteal_direct"))
+        }
+    }
+
+    /// Pages reclaimed by kswapd: `pgsteal_kswapd` (per zone before 4.8).
+    /// A memory cgroup's reclaim at its limit is not in it (nor in
+    /// `pgsteal_direct`): the kernel counts those only per cgroup.
+    pub fn steals_kswapd(&self) -> u64 {
+        self.sum_prefix("pgsteal_kswapd")
+    }
+
     /// Direct-reclaim stalls: the sum of every `allocstall_*` zone counter.
     pub fn allocstalls(&self) -> u64 {
         self.sum_prefix("allocstall_")
@@ -677,6 +699,13 @@ pub fn read_oom_score_adj(proc_root: &Path, pid: u32) -> Result<i32, ReadError> 
             path: path.clone(),
             what: format!("{:?} is not an integer in -1000..=1000", text.trim()),
         })
+}
+
+/// Reads a numeric sysctl, `<proc_root>/sys/<name>` (e.g. `vm/watermark_scale_factor`).
+pub fn read_sysctl_u64(proc_root: &Path, name: &str) -> Result<u64, ReadError> {
+    let path = proc_root.join("sys").join(name);
+    let text = read_text(&path)?;
+    parse_u64(name, name, &text).map_err(|e| e.at(&path))
 }
 
 /// Lists the numeric entries of `proc_root` (process ids), sorted.

@@ -54,6 +54,43 @@ fn vmstat_from_real_text() {
 }
 
 #[test]
+fn vmstat_steals_count_memory_cgroup_reclaim_but_not_as_kswapd() {
+    // Linux 6.18, all reclaim in memory cgroups at their limits.
+    let v = read_vmstat(&fx("vm6_memcg_reclaim/proc")).unwrap();
+    assert_eq!(v.steals(), 10_522_801 + 44_073_842);
+    assert_eq!(v.steals_kswapd(), 0);
+    assert_eq!(v.refaults(), 3_729_189 + 4_714_884);
+    // Before 4.8 the counters were per zone and there was no anon/file split.
+    let old = parse_vmstat(
+        "pgsteal_kswapd_dma 1\npgsteal_kswapd_normal 100\npgsteal_kswapd_movable 0\n\
+         pgsteal_direct_dma 0\npgsteal_direct_normal 20\npgsteal_direct_movable 0\n",
+    )
+    .unwrap();
+    assert_eq!(old.steals(), 121);
+    assert_eq!(old.steals_kswapd(), 101);
+}
+
+#[test]
+fn sysctls_of_the_kswapd_step() {
+    let root = fx("vm6_memcg_reclaim/proc");
+    assert_eq!(
+        read_sysctl_u64(&root, "vm/watermark_scale_factor").unwrap(),
+        10
+    );
+    assert_eq!(
+        read_sysctl_u64(&root, "vm/min_free_kbytes").unwrap(),
+        67_584
+    );
+    let e = read_sysctl_u64(&root, "vm/no_such_knob").unwrap_err();
+    assert!(e.to_string().contains("no_such_knob"), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("sys/vm")).unwrap();
+    std::fs::write(dir.path().join("sys/vm/min_free_kbytes"), "lots\n").unwrap();
+    let e = read_sysctl_u64(dir.path(), "vm/min_free_kbytes").unwrap_err();
+    assert!(e.to_string().contains("min_free_kbytes"), "{e}");
+}
+
+#[test]
 fn vmstat_sums_and_old_kernel_refaults() {
     let v = parse_vmstat(
         "pgalloc_dma 1\npgalloc_normal 10\npgalloc_movable 100\nallocstall_normal 3\n\

@@ -93,7 +93,8 @@ pub struct SimArgs {
     #[arg(long)]
     pub preload_budget_mb: Option<u64>,
     /// kswapd's reclaim batch above the low watermark for the `refault`
-    /// policy, KiB (default 1024, docs/peers.md; the re-fault study §5).
+    /// policy, KiB, fixed (default: the device's watermark gap, moved by the
+    /// policy's controller; docs/peers.md; the re-fault study §5).
     #[arg(long)]
     pub kswapd_batch_kib: Option<u64>,
     /// List devices, policies, workloads and apps, then exit.
@@ -239,7 +240,7 @@ pub fn simulate_with(
             ))
             .into());
         }
-        cfg.refault_batch_pages = pages;
+        cfg.refault_batch_pages = Some(pages);
     }
     if let Some(p) = &a.plot {
         if p.extension().and_then(|e| e.to_str()) != Some("svg") {

@@ -60,8 +60,11 @@ pub struct SimConfig {
     /// Context-Aware Process Killer parameters.
     pub killer: KillerConfig,
     /// kswapd's reclaim batch above the low watermark under the re-fault
-    /// policy's kernel, pages (the re-fault study §5).
-    pub refault_batch_pages: u64,
+    /// policy's kernel, pages, fixed (the re-fault study §5). None: the
+    /// device's own gap (high − low) to start with, then the step the
+    /// policy's controller sets (`vm.watermark_scale_factor`, mapped by
+    /// [`crate::peers`]).
+    pub refault_batch_pages: Option<u64>,
 }
 
 impl SimConfig {
@@ -72,7 +75,7 @@ impl SimConfig {
             preload: PreloadConfig::default(),
             reclaim: ReclaimConfig::default(),
             killer: KillerConfig::default(),
-            refault_batch_pages: crate::peers::REFAULT_KSWAPD_BATCH_PAGES,
+            refault_batch_pages: None,
         }
     }
 
@@ -119,6 +122,14 @@ pub struct Counters {
     pub evicted_file_pages: u64,
     /// Anonymous pages swapped out.
     pub evicted_anon_pages: u64,
+    /// Pages reclaimed by kswapd (of the evicted file and anonymous pages).
+    pub kswapd_steal_pages: u64,
+    /// Re-fault windows the scheduler judged (re-fault-aware reclaim).
+    pub refault_windows: u64,
+    /// Changes of kswapd's step by the scheduler.
+    pub reclaim_step_changes: u64,
+    /// kswapd's step in force (vm.watermark_scale_factor), when tuned.
+    pub reclaim_step: Option<u32>,
     /// Evicted file pages read again.
     pub refault_file_pages: u64,
     /// Swapped pages faulted back.
@@ -253,6 +264,9 @@ pub struct Sim<'a> {
     pub(crate) psi_recorded: bool,
     /// PMR: pages in kshrinkd's victim list.
     pub(crate) pmr_victims: u64,
+    /// kswapd's batch above the low watermark under the re-fault kernel
+    /// variant, pages (the step the re-fault controller sets).
+    pub(crate) kswapd_batch_pages: u64,
     /// Ariadne: zram pages by hotness class, all apps.
     pub(crate) zram_cls: [u64; 3],
     // user space
@@ -360,6 +374,9 @@ impl<'a> Sim<'a> {
             psi_bucket: 0,
             psi_recorded: false,
             pmr_victims: 0,
+            kswapd_batch_pages: cfg
+                .refault_batch_pages
+                .unwrap_or((dev.wmark_high_bytes - dev.wmark_low_bytes) / PAGE_BYTES),
             zram_cls: [0; 3],
             prepage_job: None,
             sched,
@@ -472,6 +489,9 @@ impl<'a> Sim<'a> {
             swap_total_bytes: (self.zram_cap + self.swap_cap) * PAGE_BYTES,
             swap_free_bytes: self.swap_room() * PAGE_BYTES,
             psi_some_avg10: Some(some * 100.0),
+            refault_pages: self.counters.refault_file_pages + self.counters.refault_anon_pages,
+            steal_pages: self.counters.evicted_file_pages + self.counters.evicted_anon_pages,
+            steal_kswapd_pages: self.counters.kswapd_steal_pages,
         }
     }
 
@@ -517,6 +537,9 @@ impl<'a> Sim<'a> {
         // The scheduler refuses nothing the simulator sends (catalogue names).
         let _ = sched.apply(rec, self);
         self.counters.amr_switches += sched.stats.switches_total() - before;
+        self.counters.refault_windows = sched.stats.refault_windows;
+        self.counters.reclaim_step_changes = sched.stats.reclaim_step_changes;
+        self.counters.reclaim_step = sched.stats.reclaim_step;
         sched.take_decisions();
         self.sched = Some(sched);
     }

@@ -450,7 +450,10 @@ impl Sim<'_> {
             self.kswapd_on = false;
             return;
         }
+        let evicted = self.counters.evicted_file_pages + self.counters.evicted_anon_pages;
         let (freed, _) = self.reclaim(target - free, budget_ms);
+        self.counters.kswapd_steal_pages +=
+            self.counters.evicted_file_pages + self.counters.evicted_anon_pages - evicted;
         if freed == 0 || self.free_pages() >= target {
             self.kswapd_on = false;
         }

@@ -16,12 +16,15 @@
 //!   zram chunks are 1K/2K/16K by hotness, which changes decompression cost
 //!   and compression ratio; the page after each faulted page is
 //!   pre-decompressed.
-//! * Re-fault (the re-fault study §5): kswapd reclaims a small batch above the low
-//!   watermark ([`REFAULT_KSWAPD_BATCH_PAGES`]) instead of up to the high one.
+//! * Re-fault (the re-fault study §5): kswapd reclaims a batch above the low
+//!   watermark instead of up to the high one: the step the policy's
+//!   controller sets as `vm.watermark_scale_factor` ([`refault_batch_pages`]),
+//!   or a fixed `--kswapd-batch-kib`.
 
 use crate::engine::Sim;
 use crate::launch::RELAUNCH_WS_FRACTION;
 use appflow_core::policy::KernelVariant;
+use appflow_core::refault::StepRange;
 use appflow_core::{MIB, PAGE_BYTES};
 
 /// Acclaim: kswapd reclaims to this multiple of the high watermark (larger batches, the AppFlow paper §6.1).
@@ -72,10 +75,29 @@ pub const ARIADNE_HOT_COVERAGE: f64 = 0.70;
 /// 0.77, 0.61); PreDecomp decompresses that one page ahead (§4.4).
 pub const ARIADNE_NEXT_PAGE_HIT: f64 = (0.86 + 0.81 + 0.69 + 0.77 + 0.61) / 5.0;
 
-/// Re-fault: kswapd's reclaim batch above the low watermark, pages (seed
-/// 004 §5 proposes a smaller kswapd reclaim size and leaves the size to
-/// the measured trade-off; chosen from the sweep in docs/peers.md).
-pub const REFAULT_KSWAPD_BATCH_PAGES: u64 = 256;
+/// Re-fault: the device's kswapd step as `vm.watermark_scale_factor` —
+/// its watermark gap (high − low) over its memory, × 10000, rounded — and
+/// the range the controller may move it in (floor: the kernel's `min / 4`).
+pub fn refault_step_range(dev: &crate::device::Device) -> StepRange {
+    let gap = dev.wmark_high_bytes - dev.wmark_low_bytes;
+    let stock = ((gap as u128 * 10_000 + dev.dram_bytes as u128 / 2)
+        / dev.dram_bytes.max(1) as u128)
+        .min(u32::MAX as u128) as u32;
+    StepRange::new(stock, dev.dram_bytes, dev.wmark_min_bytes)
+}
+
+/// Re-fault: kswapd's batch above the low watermark for a scale factor,
+/// pages. The kernel's gap is linear in the factor above its `min / 4`
+/// floor (mm/page_alloc.c `__setup_per_zone_wmarks`), so the device's gap
+/// is scaled by `wsf / stock` and floored at `min / 4`: the stock factor
+/// gives the device's own gap back exactly. (Only kswapd's reclaim target
+/// moves in the model; the kernel also lowers the low watermark, the wake
+/// point, with the gap.)
+pub fn refault_batch_pages(dev: &crate::device::Device, wsf: u32) -> u64 {
+    let gap = (dev.wmark_high_bytes - dev.wmark_low_bytes) / PAGE_BYTES;
+    let stock = refault_step_range(dev).stock.max(1) as u64;
+    (gap * wsf as u64 / stock).max(dev.wmark_min_bytes / 4 / PAGE_BYTES)
+}
 
 /// Ariadne's hotness classes.
 pub(crate) const HOT: usize = 0;
@@ -113,7 +135,7 @@ impl Sim<'_> {
         let high = self.dev.wmark_high_bytes / PAGE_BYTES;
         match self.pol.def.kernel {
             KernelVariant::Acclaim => high * ACCLAIM_BATCH_SCALE,
-            KernelVariant::Refault => self.low_pages() + self.cfg.refault_batch_pages,
+            KernelVariant::Refault => self.low_pages() + self.kswapd_batch_pages,
             KernelVariant::Stock | KernelVariant::Pmr | KernelVariant::Ariadne => high,
         }
     }
@@ -285,5 +307,34 @@ mod tests {
         assert_eq!(s[HOT], 500);
         assert!(s[WARM] > 0 && s[COLD] > 0);
         assert!((PMR_SHRINK_SHARE + PMR_WRITEBACK_SHARE - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_refault_step_maps_to_the_devices_kswapd_batch() {
+        for name in crate::device::DEVICE_NAMES {
+            let dev = crate::device::device(name).unwrap();
+            let r = refault_step_range(&dev);
+            let gap = (dev.wmark_high_bytes - dev.wmark_low_bytes) / PAGE_BYTES;
+            let floor = dev.wmark_min_bytes / 4 / PAGE_BYTES;
+            // Stock gives the device's own gap back; the floor is min / 4.
+            assert_eq!(refault_batch_pages(&dev, r.stock), gap.max(floor), "{name}");
+            assert_eq!(refault_batch_pages(&dev, 1), floor, "{name}");
+            assert!(refault_batch_pages(&dev, r.lowest()) >= floor, "{name}");
+            // Monotone in the factor.
+            let mut last = 0;
+            for w in 1..=r.stock {
+                let b = refault_batch_pages(&dev, w);
+                assert!(b >= last, "{name} {w}");
+                last = b;
+            }
+        }
+        let p7 = crate::device::device("pixel7-6gb").unwrap();
+        assert_eq!(
+            refault_step_range(&p7),
+            StepRange {
+                stock: 62,
+                floor: 32
+            }
+        );
     }
 }

@@ -14,12 +14,14 @@ use crate::engine::{Holder, Sim, StreamQueue};
 use appflow_core::mechanism::{
     Hold, KillMechanism, KillOutcome, MechError, PreloadMechanism, ReclaimMechanism,
 };
+use appflow_core::policy::KernelVariant;
 use appflow_core::preload::FileSpan;
 use appflow_core::prepage::{
     PrepagePlan, SwitchObservation, ANON_BATCH_PAGES, ANON_INVARIANT_SHARE, FILE_INVARIANT_SHARE,
 };
 use appflow_core::reason::Reason;
 use appflow_core::reclaim::ReclaimMode;
+use appflow_core::refault::StepRange;
 use appflow_core::scheduler::ProcId;
 use appflow_core::PAGE_BYTES;
 
@@ -481,6 +483,28 @@ impl ReclaimMechanism for Sim<'_> {
             }
         }
         Ok(0)
+    }
+
+    /// The re-fault kernel variant's kswapd batch, as the knob a real
+    /// kernel has for it (`vm.watermark_scale_factor`).
+    fn reclaim_step_range(&mut self) -> Result<StepRange, MechError> {
+        if self.pol.def.kernel != KernelVariant::Refault {
+            return Err(MechError::Unsupported(
+                "kswapd's step is modelled for the re-fault kernel variant only".into(),
+            ));
+        }
+        if self.cfg.refault_batch_pages.is_some() {
+            return Err(MechError::Unsupported(
+                "the kswapd batch is fixed by --kswapd-batch-kib".into(),
+            ));
+        }
+        Ok(crate::peers::refault_step_range(self.dev))
+    }
+
+    fn set_reclaim_step(&mut self, wsf: u32) -> Result<(), MechError> {
+        self.reclaim_step_range()?;
+        self.kswapd_batch_pages = crate::peers::refault_batch_pages(self.dev, wsf);
+        Ok(())
     }
 }
 

@@ -656,6 +656,27 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
         )),
     );
     extra.insert("amr_mode_switches".into(), json!(c.amr_switches));
+    // The re-fault study's direct-reclaim share: pages reclaimed by anyone
+    // but kswapd over all pages reclaimed (whole run).
+    let evicted = c.evicted_file_pages + c.evicted_anon_pages;
+    if evicted > 0 {
+        extra.insert(
+            "direct_reclaim_page_share".into(),
+            json!(round3(
+                1.0 - c.kswapd_steal_pages.min(evicted) as f64 / evicted as f64
+            )),
+        );
+    }
+    if c.refault_windows > 0 || c.reclaim_step.is_some() {
+        extra.insert(
+            "kswapd_step".into(),
+            json!({
+                "windows": c.refault_windows,
+                "changes": c.reclaim_step_changes,
+                "watermark_scale_factor_last": c.reclaim_step,
+            }),
+        );
+    }
     extra.insert(
         "stream_bytes_peak".into(),
         json!(c.stream_peak_pages * PAGE_BYTES),

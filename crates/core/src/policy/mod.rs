@@ -44,6 +44,11 @@ pub enum ReclaimStrategy {
     /// ahead of bursts by paging out background apps' anonymous memory in
     /// per-app batches (`crate::proactive`).
     Proactive,
+    /// Re-fault-aware reclaim (the re-fault study §5): kswapd's reclaim step
+    /// (`vm.watermark_scale_factor`) lowered while re-faults are high and
+    /// direct reclaim low, raised back when direct reclaim grows
+    /// (`crate::refault`).
+    RefaultAware,
 }
 
 /// What happens when a running app is switched back to the foreground.
@@ -90,8 +95,11 @@ pub enum KernelVariant {
     /// the last relaunch, evicted cold first, compressed in chunks sized by
     /// hotness (1K/2K/16K), the next page pre-decompressed on a swap-in.
     Ariadne,
-    /// Re-fault-aware reclaim (the re-fault study §5): kswapd reclaims in small
-    /// batches above the low watermark instead of up to the high one.
+    /// Re-fault-aware reclaim (the re-fault study §5): kswapd reclaims a
+    /// batch above the low watermark instead of up to the high one; the
+    /// batch is the step the policy's controller sets (or a fixed
+    /// `--kswapd-batch-kib`). On a real kernel the step is the watermark gap
+    /// `vm.watermark_scale_factor` sets, no patch needed.
     Refault,
 }
 
@@ -105,7 +113,7 @@ impl KernelVariant {
             KernelVariant::Ariadne => {
                 Some("Ariadne's hotness-aware zram with size-adaptive chunks")
             }
-            KernelVariant::Refault => Some("a smaller kswapd reclaim batch"),
+            KernelVariant::Refault => Some("a kswapd reclaim batch apart from the watermark gap"),
         }
     }
 }
@@ -164,8 +172,8 @@ impl Policy {
     /// Why this policy cannot run on a real, unmodified kernel (the daemon
     /// and the testbed), if it cannot. A policy with a kernel variant but
     /// also a user-space half (PMR's batched page-out) runs its user-space
-    /// half there; one that is only a kernel change (Acclaim, Ariadne, the
-    /// re-fault kernel) cannot. Switch prepaging (ASAP) has no live
+    /// half there (so does the re-fault policy's step controller); one that
+    /// is only a kernel change (Acclaim, Ariadne) cannot. Switch prepaging (ASAP) has no live
     /// mechanism yet (docs/peers.md).
     pub fn needs_kernel_change(&self) -> Option<String> {
         if self.switch == SwitchStrategy::Prepage {
@@ -311,11 +319,15 @@ mod tests {
     #[test]
     fn peers_run_where_their_halves_can() {
         // Kernel-only peers: simulator only.
-        for n in ["ariadne", "refault"] {
-            let p = lookup(n).unwrap();
-            assert!(p.needs_kernel_change().is_some(), "{n}");
-            assert!(!p.has_user_space(), "{n}");
-        }
+        let ariadne = lookup("ariadne").unwrap();
+        assert!(ariadne.needs_kernel_change().is_some());
+        assert!(!ariadne.has_user_space());
+        // The re-fault policy's step controller runs on a real kernel; its
+        // kernel variant stays the simulator's realisation of the step.
+        let refault = lookup("refault").unwrap();
+        assert!(refault.needs_kernel_change().is_none() && refault.has_user_space());
+        assert_eq!(refault.reclaim, ReclaimStrategy::RefaultAware);
+        assert_eq!(refault.kernel, KernelVariant::Refault);
         // PMR's user-space half runs on a real kernel.
         let pmr = lookup("pmr").unwrap();
         assert!(pmr.needs_kernel_change().is_none() && pmr.kernel_part().is_some());

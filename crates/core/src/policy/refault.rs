@@ -1,7 +1,13 @@
 //! Re-fault-aware reclaim (the re-fault study §5): kswapd's reclaim size is far larger
 //! than the allocations it serves, which evicts pages that are used again;
 //! the preliminary idea is a smaller kswapd reclaim, traded against more
-//! direct reclaim. A kernel setting: the simulator's `KernelVariant::Refault`.
+//! direct reclaim. The step is a stock kernel setting: the gap between the
+//! watermarks, `vm.watermark_scale_factor`, which the controller
+//! (`crate::refault`, `ReclaimStrategy::RefaultAware`) lowers and raises
+//! from the measured re-fault ratio and direct-reclaim share; the daemon
+//! writes the knob (system domain only: a memory cgroup has no kswapd of
+//! its own), the simulator maps it to its kswapd batch
+//! (`KernelVariant::Refault`).
 
 use super::*;
 
@@ -9,9 +15,9 @@ use super::*;
 pub const POLICY: Policy = Policy {
     name: "refault",
     aliases: &[],
-    summary: "re-fault-aware reclaim: small kswapd batches above the low watermark (kernel change; simulator only) (the re-fault study)",
+    summary: "re-fault-aware reclaim: kswapd's step (vm.watermark_scale_factor) lowered while re-faults are high and direct reclaim low (the re-fault study)",
     preload: PreloadStrategy::None,
-    reclaim: ReclaimStrategy::Kernel,
+    reclaim: ReclaimStrategy::RefaultAware,
     killer: KillerStrategy::Kernel,
     switch: SwitchStrategy::Demand,
     kernel: KernelVariant::Refault,

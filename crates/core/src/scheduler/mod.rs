@@ -13,6 +13,7 @@
 //! | `preloading` | cutoff planning, standby upkeep, launch streams, launch timeouts (the AppFlow paper §4.1) |
 //! | `reclaiming` | the mode controller's tick, page-out of background apps, cold-file drops (§4.2) |
 //! | `killing` | the kill trigger, the candidates and the victim (§4.3) |
+//! | `refaulting` | kswapd's reclaim step from re-faults and direct reclaim (the re-fault study §5) |
 //! | [`stats`] | counters of everything the scheduler did |
 //!
 //! Which modules run and with which strategy comes from the registered
@@ -22,6 +23,7 @@ pub mod config;
 mod killing;
 mod preloading;
 mod reclaiming;
+mod refaulting;
 pub mod stats;
 mod switching;
 
@@ -63,6 +65,28 @@ pub struct DomainSample {
     pub swap_free_bytes: u64,
     /// PSI memory "some" avg10, percent (None when PSI is unavailable).
     pub psi_some_avg10: Option<f64>,
+    /// Cumulative pages faulted back after eviction
+    /// (`workingset_refault_anon + workingset_refault_file`).
+    #[serde(default)]
+    pub refault_pages: u64,
+    /// Cumulative pages reclaimed by anyone (`pgsteal_anon + pgsteal_file`).
+    #[serde(default)]
+    pub steal_pages: u64,
+    /// Of which by kswapd (`pgsteal_kswapd`); the rest is direct reclaim
+    /// (and a memory cgroup's reclaim at its limit).
+    #[serde(default)]
+    pub steal_kswapd_pages: u64,
+}
+
+impl DomainSample {
+    /// The reclaim counters the re-fault controller reads.
+    pub fn refault_counters(&self) -> crate::refault::RefaultCounters {
+        crate::refault::RefaultCounters {
+            refault_pages: self.refault_pages,
+            steal_pages: self.steal_pages,
+            steal_kswapd_pages: self.steal_kswapd_pages,
+        }
+    }
 }
 
 /// A process instance: its PID and its start time (clock ticks since boot).
@@ -322,6 +346,10 @@ pub struct Scheduler {
     prepage_unsupported: bool,
     /// ASAP's per-app switch footprints (policies that prepage switches).
     footprints: FootprintTable,
+    /// The re-fault controller (policies with re-fault-aware reclaim).
+    refault: crate::refault::RefaultController,
+    /// The domain's kswapd step, once asked.
+    step_knob: refaulting::StepKnob,
     self_pids: BTreeSet<u32>,
     pending: Vec<Decision>,
     recent: VecDeque<Decision>,
@@ -374,6 +402,8 @@ impl Scheduler {
             page_out_unsupported: false,
             prepage_unsupported: false,
             footprints: FootprintTable::new(),
+            refault: crate::refault::RefaultController::new(),
+            step_knob: refaulting::StepKnob::Unknown,
             self_pids: self_pids.iter().copied().collect(),
             pending: Vec::new(),
             recent: VecDeque::new(),
@@ -592,6 +622,7 @@ impl Scheduler {
         self.preload_step(s.now_ms, now_unix_ms, m.preload());
         self.reclaim_step(s, procs, m.reclaim());
         self.proactive_step(s, procs, m.reclaim());
+        self.refault_step(s, m.reclaim());
         // Memory the released locks give back is waited for before a kill.
         let yielded = self.yield_launch_protection(s, m.preload());
         if !yielded && self.kill_wanted(s).is_ok() {
@@ -621,6 +652,9 @@ impl Scheduler {
         self.protecting.clear();
         self.dropped_cold = false;
         self.footprints = FootprintTable::new();
+        // The knob keeps its setting across a device reset; only the window
+        // restarts (the counters of a reset device start again).
+        self.refault.restart_window();
         self.last_sample = None;
         self.last_alloc_pages = 0;
     }

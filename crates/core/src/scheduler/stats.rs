@@ -43,6 +43,15 @@ pub struct Stats {
     pub launch_protect_yields: u64,
     /// Times efficiency-first yielded to the kernel's balance (file reclaim exhausted).
     pub efficiency_first_yields: u64,
+    /// Re-fault windows judged (the re-fault study §5).
+    pub refault_windows: u64,
+    /// Every judged window summed: the run's re-faults, evictions, kswapd
+    /// and direct reclaim.
+    pub refault_total: crate::refault::Window,
+    /// kswapd's step (vm.watermark_scale_factor) in force, when the domain has one.
+    pub reclaim_step: Option<u32>,
+    /// Times the step was changed.
+    pub reclaim_step_changes: u64,
 }
 
 impl Stats {

@@ -32,6 +32,7 @@ fn sample(now_ms: u64, alloc_counter: u64, avail_mib: u64) -> DomainSample {
         swap_total_bytes: 0,
         swap_free_bytes: 0,
         psi_some_avg10: None,
+        ..Default::default()
     }
 }
 

@@ -18,11 +18,22 @@
 //!   by errno ([`LiveReclaim::page_out_errors`]), shown in `status` and the
 //!   metrics.
 //! * **normal**: every original setting restored exactly.
+//! * **kswapd's reclaim step** (the re-fault policy, the re-fault study §5):
+//!   `/proc/sys/vm/watermark_scale_factor`, through the [`Journal`] like
+//!   swappiness (restored on exit, and after a crash by the next start). Only
+//!   in a system domain ([`StepTarget::Sysctl`]): a memory cgroup has no
+//!   kswapd of its own — on cgroup v1 (and v2) a cgroup at its limit is
+//!   reclaimed by the charging task, in batches sized by the charge
+//!   (`try_to_free_mem_cgroup_pages`, at least SWAP_CLUSTER_MAX pages), and
+//!   the global watermarks matter only when the whole machine runs short.
+//!   There the step is [`StepTarget::None`] and the policy measures only.
+//!   The mode switches restore swappiness only, never the step.
 
 use crate::journal::Journal;
 use crate::readers::{read_smaps_vmas, Vma};
 use appflow_core::mechanism::{MechError, ReclaimMechanism};
 use appflow_core::reclaim::ReclaimMode;
+use appflow_core::refault::StepRange;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -35,6 +46,27 @@ pub enum SwappinessTarget {
     CgroupV1(PathBuf),
     /// cgroup v2: no per-cgroup swappiness.
     None,
+}
+
+/// Where kswapd's reclaim step lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepTarget {
+    /// The system domain: `<proc_root>/sys/vm/watermark_scale_factor`.
+    Sysctl,
+    /// Nothing to tune in this domain; the text says why.
+    None(String),
+}
+
+impl StepTarget {
+    /// Why a memory cgroup domain has no step to tune.
+    pub fn memory_cgroup() -> Self {
+        StepTarget::None(
+            "a memory cgroup has no kswapd of its own: at its limit the charging task reclaims \
+             charge-sized batches, and vm.watermark_scale_factor acts only when the whole \
+             machine runs short"
+                .into(),
+        )
+    }
 }
 
 /// A private anonymous mapping of a process.
@@ -153,6 +185,9 @@ pub struct LiveReclaim {
     /// /proc/PID/smaps of a live process that could not be read or parsed.
     pub smaps_errors: u64,
     page_bytes: u64,
+    step_target: StepTarget,
+    /// The step before any change (the stock value), once read.
+    step_stock: Option<u32>,
 }
 
 impl LiveReclaim {
@@ -176,7 +211,39 @@ impl LiveReclaim {
             page_out_errors: BTreeMap::new(),
             smaps_errors: 0,
             page_bytes: crate::recorder::residency::page_bytes(),
+            step_target: StepTarget::None("not configured".into()),
+            step_stock: None,
         }
+    }
+
+    /// Sets where kswapd's reclaim step lives (default: nowhere).
+    pub fn with_step_target(mut self, t: StepTarget) -> Self {
+        self.step_target = t;
+        self
+    }
+
+    /// `vm.watermark_scale_factor` under the proc root.
+    pub fn step_file(&self) -> PathBuf {
+        self.proc_root.join("sys/vm/watermark_scale_factor")
+    }
+
+    /// Restores every changed setting but kswapd's step (the reclaim
+    /// modes' settings); returns the failures as text.
+    fn restore_modes(&mut self) -> Vec<String> {
+        let step = self.step_file();
+        let files: Vec<PathBuf> = self
+            .journal
+            .entries()
+            .iter()
+            .rev()
+            .map(|e| e.path.clone())
+            .filter(|p| *p != step)
+            .collect();
+        files
+            .iter()
+            .filter_map(|f| self.journal.restore(f).err())
+            .map(|e| e.to_string())
+            .collect()
     }
 
     /// The journal of changed settings.
@@ -298,7 +365,7 @@ impl ReclaimMechanism for LiveReclaim {
             }
             ReclaimMode::Rebalancing | ReclaimMode::Normal => {
                 self.forget_vanished_pids();
-                let errors = self.restore_all();
+                let errors = self.restore_modes();
                 if errors.is_empty() {
                     Ok(())
                 } else {
@@ -413,6 +480,55 @@ impl ReclaimMechanism for LiveReclaim {
         }
         self.dropped_bytes += len;
         Ok(len)
+    }
+
+    fn reclaim_step_range(&mut self) -> Result<StepRange, MechError> {
+        if let StepTarget::None(why) = &self.step_target {
+            return Err(MechError::Unsupported(why.clone()));
+        }
+        let file = self.step_file();
+        let read = |name: &str| {
+            crate::readers::read_sysctl_u64(&self.proc_root, name)
+                .map_err(|e| failed("reading kswapd's step", e))
+        };
+        // The stock value: the original when this daemon already changed it.
+        let stock = match self.journal.entries().iter().find(|e| e.path == file) {
+            Some(e) => e
+                .original
+                .parse::<u64>()
+                .map_err(|e| failed("journaled watermark_scale_factor", e))?,
+            None => read("vm/watermark_scale_factor")?,
+        };
+        let min_kb = read("vm/min_free_kbytes")?;
+        let total = crate::readers::read_meminfo(&self.proc_root)
+            .map_err(|e| failed("reading kswapd's step", e))?
+            .total_kb
+            * 1024;
+        let stock = stock.min(u32::MAX as u64) as u32;
+        self.step_stock = Some(stock);
+        Ok(StepRange::new(stock, total, min_kb * 1024))
+    }
+
+    fn set_reclaim_step(&mut self, wsf: u32) -> Result<(), MechError> {
+        if let StepTarget::None(why) = &self.step_target {
+            return Err(MechError::Unsupported(why.clone()));
+        }
+        let file = self.step_file();
+        if self.dry_run {
+            tracing::info!(file = %file.display(), wsf, "dry-run: would set kswapd's step");
+            return Ok(());
+        }
+        if Some(wsf) == self.step_stock && self.journal.is_changed(&file) {
+            // Back to stock: the original written back exactly.
+            return self
+                .journal
+                .restore(&file)
+                .map_err(|e| failed("restoring watermark_scale_factor", e));
+        }
+        self.journal
+            .set(&file, &wsf.to_string())
+            .map(|_| ())
+            .map_err(|e| failed("setting watermark_scale_factor", e))
     }
 }
 
@@ -536,5 +652,82 @@ mod tests {
             Err(MechError::Vanished(u32::MAX - 1))
         );
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A proc tree with this machine kind's real values (24 GB, wsf 10,
+    /// min_free_kbytes 67584) and a swappiness file.
+    fn step_tree() -> (tempfile::TempDir, LiveReclaim) {
+        let d = tempfile::tempdir().unwrap();
+        let proc_root = d.path().join("proc");
+        std::fs::create_dir_all(proc_root.join("sys/vm")).unwrap();
+        std::fs::write(proc_root.join("sys/vm/watermark_scale_factor"), "10\n").unwrap();
+        std::fs::write(proc_root.join("sys/vm/min_free_kbytes"), "67584\n").unwrap();
+        std::fs::write(proc_root.join("sys/vm/swappiness"), "60\n").unwrap();
+        std::fs::write(
+            proc_root.join("meminfo"),
+            "MemTotal:       24684084 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n",
+        )
+        .unwrap();
+        let (j, _) = Journal::open(&d.path().join("state/journal.json"), false).unwrap();
+        let r = LiveReclaim::new(
+            j,
+            SwappinessTarget::Sysctl(proc_root.join("sys/vm/swappiness")),
+            &proc_root,
+            false,
+        )
+        .with_step_target(StepTarget::Sysctl);
+        (d, r)
+    }
+
+    #[test]
+    fn the_step_goes_through_the_journal_and_modes_leave_it_alone() {
+        let (d, mut r) = step_tree();
+        let wsf = d.path().join("proc/sys/vm/watermark_scale_factor");
+        let swp = d.path().join("proc/sys/vm/swappiness");
+        let range = r.reclaim_step_range().unwrap();
+        assert_eq!(
+            range,
+            StepRange {
+                stock: 10,
+                floor: 7
+            }
+        );
+        r.set_reclaim_step(7).unwrap();
+        assert_eq!(std::fs::read_to_string(&wsf).unwrap(), "7");
+        // The journal holds the original before the change.
+        assert!(r.journal().is_changed(&wsf));
+        // Asked again, the stock value is the original, not the change.
+        assert_eq!(r.reclaim_step_range().unwrap().stock, 10);
+        // Efficiency-first and back: swappiness restored, the step kept.
+        r.apply_mode(ReclaimMode::EfficiencyFirst).unwrap();
+        assert_eq!(std::fs::read_to_string(&swp).unwrap(), "0");
+        r.apply_mode(ReclaimMode::Normal).unwrap();
+        assert_eq!(std::fs::read_to_string(&swp).unwrap(), "60");
+        assert_eq!(std::fs::read_to_string(&wsf).unwrap(), "7");
+        // Back to stock restores the original exactly and forgets it.
+        r.set_reclaim_step(10).unwrap();
+        assert_eq!(std::fs::read_to_string(&wsf).unwrap(), "10");
+        assert!(!r.journal().is_changed(&wsf));
+        // Exit restores everything.
+        r.set_reclaim_step(8).unwrap();
+        assert!(r.restore_all().is_empty());
+        assert_eq!(std::fs::read_to_string(&wsf).unwrap(), "10");
+    }
+
+    #[test]
+    fn a_cgroup_domain_has_no_step() {
+        let (d, r) = step_tree();
+        let mut r = r.with_step_target(StepTarget::memory_cgroup());
+        let e = r.reclaim_step_range().unwrap_err();
+        assert!(
+            matches!(&e, MechError::Unsupported(w) if w.contains("no kswapd of its own")),
+            "{e}"
+        );
+        assert!(matches!(
+            r.set_reclaim_step(5),
+            Err(MechError::Unsupported(_))
+        ));
+        let wsf = d.path().join("proc/sys/vm/watermark_scale_factor");
+        assert_eq!(std::fs::read_to_string(wsf).unwrap(), "10\n");
     }
 }

@@ -173,6 +173,23 @@ pub fn render(m: &Metrics, g: &Gauges) -> String {
         "appflow_reclaimed_bytes_total{{type=\"file\"}} {}",
         g.dropped_bytes
     );
+    let t = &m.sched.refault_total;
+    let _ = writeln!(o, "# HELP appflow_refault_window_pages_total Pages of the re-fault windows judged (re-fault-aware reclaim), by kind: refault, evicted, kswapd, direct.\n# TYPE appflow_refault_window_pages_total counter");
+    for (kind, n) in [
+        ("refault", t.refault_pages),
+        ("evicted", t.evicted_pages),
+        ("kswapd", t.kswapd_pages),
+        ("direct", t.direct_pages),
+    ] {
+        let _ = writeln!(
+            o,
+            "appflow_refault_window_pages_total{{kind=\"{kind}\"}} {n}"
+        );
+    }
+    let _ = writeln!(o, "# HELP appflow_reclaim_step_changes_total Changes of kswapd's step (vm.watermark_scale_factor).\n# TYPE appflow_reclaim_step_changes_total counter\nappflow_reclaim_step_changes_total {}", m.sched.reclaim_step_changes);
+    if let Some(w) = m.sched.reclaim_step {
+        let _ = writeln!(o, "# HELP appflow_reclaim_step kswapd's step in force (vm.watermark_scale_factor).\n# TYPE appflow_reclaim_step gauge\nappflow_reclaim_step {w}");
+    }
     let _ = writeln!(o, "# HELP appflow_page_out_calls_total process_madvise(MADV_PAGEOUT) calls.\n# TYPE appflow_page_out_calls_total counter\nappflow_page_out_calls_total {}", g.page_out_calls);
     let _ = writeln!(o, "# HELP appflow_page_out_errors_total Failed page-out requests, by errno (a vanished process is not counted).\n# TYPE appflow_page_out_errors_total counter");
     for (e, n) in &g.page_out_errors {

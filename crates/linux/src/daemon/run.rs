@@ -16,7 +16,7 @@ use super::metrics::{self, Gauges, Metrics, Trace};
 use super::{Decision, DomainSample, Mechs, ProcId, ProcInfo, Record, Scheduler};
 use crate::actuators::kill::LiveKiller;
 use crate::actuators::preload::{WorkerClient, WorkerPlacement};
-use crate::actuators::reclaim::{LiveReclaim, SwappinessTarget};
+use crate::actuators::reclaim::{LiveReclaim, StepTarget, SwappinessTarget};
 use crate::actuators::{pidfds_exited, pin_instance, read_start_time, Features, Pinned};
 use crate::config::{Config, DomainKind};
 use crate::journal::Journal;
@@ -108,6 +108,9 @@ pub fn sample_domain(
                 swap_total_bytes,
                 swap_free_bytes,
                 psi_some_avg10: psi,
+                refault_pages: v.refaults(),
+                steal_pages: v.steals(),
+                steal_kswapd_pages: v.steals_kswapd(),
             })
         }
         Domain::Cgroup(cg) => {
@@ -122,6 +125,16 @@ pub fn sample_domain(
                 Ok(Some(p)) => Some(p.some_avg10),
                 _ => psi,
             };
+            // Reclaim counters: the cgroup's re-faults; its reclaimed pages
+            // on v2 (`pgsteal`), the system's on v1 (not reported per
+            // cgroup; on a machine whose pressure is the domain's, they are
+            // the domain's); kswapd's share is the system's either way.
+            let v = readers::read_vmstat(proc_root).ok();
+            let steal_pages = if st.pgsteal > 0 {
+                st.pgsteal
+            } else {
+                v.as_ref().map_or(0, |v| v.steals())
+            };
             Ok(DomainSample {
                 now_ms,
                 total_bytes: total,
@@ -132,6 +145,9 @@ pub fn sample_domain(
                 swap_total_bytes,
                 swap_free_bytes,
                 psi_some_avg10: psi,
+                refault_pages: st.workingset_refault,
+                steal_pages,
+                steal_kswapd_pages: v.as_ref().map_or(0, |v| v.steals_kswapd()),
             })
         }
     }
@@ -582,7 +598,12 @@ impl Runtime {
                 SwappinessTarget::None
             }
         };
-        let reclaim = LiveReclaim::new(journal, target, &proc_root, dry);
+        let step_target = match &domain {
+            Domain::System => StepTarget::Sysctl,
+            Domain::Cgroup(_) => StepTarget::memory_cgroup(),
+        };
+        let reclaim =
+            LiveReclaim::new(journal, target, &proc_root, dry).with_step_target(step_target);
         let killer = LiveKiller::new(
             &proc_root,
             dry,
@@ -1101,6 +1122,14 @@ impl Runtime {
                     .map(|(e, n)| json!({"errno": e, "name": metrics::errno_name(*e), "count": n}))
                     .collect::<Vec<_>>(),
                 "smaps_errors": self.reclaim.smaps_errors,
+                "kswapd_step": {
+                    "watermark_scale_factor": st.reclaim_step,
+                    "changes": st.reclaim_step_changes,
+                    "windows": st.refault_windows,
+                    "refault_ratio": st.refault_total.refault_ratio(),
+                    "direct_share": st.refault_total.direct_share(),
+                    "window_pages": st.refault_total,
+                },
             },
             "kills": st.kills_total(),
             "mode_switches": st.switches_total(),
