@@ -10,10 +10,10 @@
 //!
 //! Skipped, with the reason printed, when not root or without cgroup v1 memory.
 
+#[macro_use]
 mod support;
 use support::{
-    daemon_bin, die_with_parent, random_tag, residency, skip_reason, spawn_in_with, wait_for, Proc,
-    CG_ROOT,
+    daemon_bin, die_with_parent, random_tag, residency, spawn_in_with, wait_for, Proc, CG_ROOT,
 };
 
 use serde_json::Value;
@@ -26,15 +26,6 @@ use std::time::{Duration, Instant};
 
 const MIB: u64 = 1024 * 1024;
 static SERIAL: Mutex<()> = Mutex::new(());
-
-macro_rules! require_kernel {
-    () => {
-        if let Some(r) = skip_reason() {
-            eprintln!("SKIPPED: {r}");
-            return;
-        }
-    };
-}
 
 /// A temporary memory cgroup tree, removed on drop (its processes killed first).
 struct TempCgroup {

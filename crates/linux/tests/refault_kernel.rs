@@ -19,8 +19,9 @@
 //! Skipped, with the reason printed, when not root or without cgroup v1
 //! memory (the fake-tree test runs anywhere).
 
+#[macro_use]
 mod support;
-use support::{daemon_bin, random_tag, skip_reason, wait_for, Daemon, Scratch, TempCgroup};
+use support::{daemon_bin, random_tag, wait_for, Daemon, Scratch, TempCgroup};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -32,15 +33,6 @@ use std::time::{Duration, Instant};
 const MIB: u64 = 1024 * 1024;
 /// The real knob is global: one test at a time touches it.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-macro_rules! require_kernel {
-    () => {
-        if let Some(r) = skip_reason() {
-            eprintln!("SKIPPED: {r}");
-            return;
-        }
-    };
-}
 
 fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

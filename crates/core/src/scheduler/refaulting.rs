@@ -123,20 +123,13 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use crate::mechanism::{Call, Recorder};
-    use crate::policy;
     use crate::reason::Reason;
     use crate::refault::StepRange;
-    use crate::scheduler::{DomainSample, Scheduler, SchedulerConfig};
-    use crate::storage::ThroughputCurve;
+    use crate::scheduler::{DomainSample, Scheduler};
     use crate::MIB;
 
     fn sched(name: &str) -> Scheduler {
-        Scheduler::new(
-            SchedulerConfig::for_policy(policy::lookup(name).unwrap()),
-            ThroughputCurve::phone_default(),
-            &[],
-            &[],
-        )
+        crate::scheduler::tests::sched_of(name, &[])
     }
 
     fn sample(now_ms: u64, refault: u64, steal: u64, kswapd: u64) -> DomainSample {

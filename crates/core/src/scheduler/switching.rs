@@ -138,19 +138,12 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use crate::mechanism::{Call, Recorder};
-    use crate::policy;
     use crate::prepage::{PrepagePlan, SwitchObservation};
-    use crate::scheduler::{DomainSample, EventKind, ProcInfo, Scheduler, SchedulerConfig};
-    use crate::storage::ThroughputCurve;
+    use crate::scheduler::{DomainSample, EventKind, ProcInfo, Scheduler};
     use crate::MIB;
 
     fn sched(name: &str) -> Scheduler {
-        Scheduler::new(
-            SchedulerConfig::for_policy(policy::lookup(name).unwrap()),
-            ThroughputCurve::phone_default(),
-            &["a".to_string(), "b".to_string()],
-            &[],
-        )
+        crate::scheduler::tests::sched_of(name, &["a", "b"])
     }
 
     fn ev(s: &mut Scheduler, r: &mut Recorder, e: EventKind, app: &str, now: u64) {

@@ -15,6 +15,13 @@ fn cfg(policy_name: &str) -> SchedulerConfig {
     SchedulerConfig::for_policy(policy::lookup(policy_name).unwrap())
 }
 
+/// A scheduler of the registered policy `name` with `apps` installed and
+/// no profile (the peers' tests in the sibling modules use it too).
+pub(crate) fn sched_of(name: &str, apps: &[&str]) -> Scheduler {
+    let apps: Vec<String> = apps.iter().map(|a| a.to_string()).collect();
+    Scheduler::new(cfg(name), curve(), &apps, &[])
+}
+
 fn sched(cfg: SchedulerConfig) -> Scheduler {
     let mut s = Scheduler::new(cfg, curve(), &[], &[7]);
     s.set_profiles(vec![profile("a", 100, 2, 100), profile("b", 50, 1, 50)]);

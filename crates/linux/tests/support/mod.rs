@@ -26,6 +26,17 @@ pub fn skip_reason() -> Option<String> {
     None
 }
 
+/// Returns from the test, saying why, when the kernel cannot run it.
+#[allow(unused_macros)]
+macro_rules! require_kernel {
+    () => {
+        if let Some(r) = $crate::support::skip_reason() {
+            eprintln!("SKIPPED: {r}");
+            return;
+        }
+    };
+}
+
 /// A tag unique to this run (pid and clock).
 pub fn random_tag() -> String {
     let t = std::time::SystemTime::now()
