@@ -48,6 +48,12 @@ pub enum Reason {
     /// memory cgroup reclaims at its limit in the charging task); the
     /// re-fault ratio is measured and reported only.
     ReclaimStepNoKnob = 113,
+    /// Rebalancing entered without a burst: memory has stayed below M_F
+    /// while allocations are calm, so anonymous memory of background apps
+    /// is paged out ahead of the next burst (the AppFlow paper §4.2.1: "otherwise,
+    /// reclaims anonymous pages to clear costly regions ahead of future
+    /// bursts").
+    ReclaimAheadOfBurst = 114,
 
     // --- killer (2xx) ---
     /// Killed: highest net freed memory ΔM among non-recent background apps.
@@ -117,6 +123,7 @@ impl Reason {
             ReclaimStepRaised => "reclaim_step_raised",
             ReclaimStepHeld => "reclaim_step_held",
             ReclaimStepNoKnob => "reclaim_step_no_knob",
+            ReclaimAheadOfBurst => "reclaim_ahead_of_burst",
             KillHighestNetFreed => "kill_highest_net_freed",
             KillRecentLastResort => "kill_recent_last_resort",
             KillNotNeeded => "kill_not_needed",

@@ -193,14 +193,17 @@ pub fn alloc_pages_per_tick(prev_count: u64, cur_count: u64, elapsed_ms: u64, ti
     (delta * tick_ms as u128 / elapsed_ms as u128) as u64
 }
 
+/// Anonymous bytes at the anon/file balance (`anon_target_share` of the used memory).
+fn anon_target(cfg: &ReclaimConfig, s: &ReclaimSample) -> u64 {
+    (cfg.anon_target_share * (s.anon_bytes + s.file_bytes) as f64) as u64
+}
+
 /// Anonymous bytes one rebalancing tick pages out: the excess over the
 /// anon/file balance, no more than what brings M_aval back to M_F, and at
 /// most one step.
 fn rebalance_bytes(cfg: &ReclaimConfig, s: &ReclaimSample, m_f: u64) -> u64 {
-    let used = s.anon_bytes + s.file_bytes;
-    let target = (cfg.anon_target_share * used as f64) as u64;
     s.anon_bytes
-        .saturating_sub(target)
+        .saturating_sub(anon_target(cfg, s))
         .min(m_f.saturating_sub(s.avail_bytes))
         .min(cfg.rebalance_step_bytes)
 }
@@ -211,6 +214,9 @@ pub struct ReclaimController {
     mode: ReclaimMode,
     calm: u32,
     since_ms: u64,
+    /// When a rebalancing last timed out.
+    #[serde(default)]
+    timed_out_ms: Option<u64>,
 }
 
 impl Default for ReclaimController {
@@ -226,6 +232,7 @@ impl ReclaimController {
             mode: ReclaimMode::Normal,
             calm: 0,
             since_ms: 0,
+            timed_out_ms: None,
         }
     }
 
@@ -248,7 +255,27 @@ impl ReclaimController {
                 Reason::ReclaimBurstDetected,
                 0,
             ),
-            ReclaimMode::Normal => (ReclaimMode::Normal, Reason::ReclaimNormal, 0),
+            ReclaimMode::Normal => {
+                // §4.2.1 (ii): outside high-pressure phases, anonymous pages
+                // are reclaimed ahead of future bursts. Memory below M_F for
+                // `calm_ticks` calm ticks in a row (no launch, no burst),
+                // with more anonymous memory than the balance, starts a
+                // rebalancing; not again within `rebalance_max_ms` of one
+                // that timed out (its page-out did not bring memory back).
+                let cooled = self
+                    .timed_out_ms
+                    .is_none_or(|t| s.now_ms.saturating_sub(t) >= cfg.rebalance_max_ms);
+                let low_calm = calm_tick
+                    && s.avail_bytes < m_f
+                    && s.anon_bytes > anon_target(cfg, s)
+                    && cooled;
+                self.calm = if low_calm { self.calm + 1 } else { 0 };
+                if self.calm >= cfg.calm_ticks {
+                    (ReclaimMode::Rebalancing, Reason::ReclaimAheadOfBurst, 0)
+                } else {
+                    (ReclaimMode::Normal, Reason::ReclaimNormal, 0)
+                }
+            }
             ReclaimMode::EfficiencyFirst => {
                 self.calm = if calm_tick { self.calm + 1 } else { 0 };
                 if self.calm >= cfg.calm_ticks {
@@ -263,13 +290,12 @@ impl ReclaimController {
                 0,
             ),
             ReclaimMode::Rebalancing => {
-                let used = s.anon_bytes + s.file_bytes;
-                let target = (cfg.anon_target_share * used as f64) as u64;
-                if s.anon_bytes <= target {
+                if s.anon_bytes <= anon_target(cfg, s) {
                     (ReclaimMode::Normal, Reason::ReclaimBalanced, 0)
                 } else if s.avail_bytes >= m_f {
                     (ReclaimMode::Normal, Reason::ReclaimHeadroomRestored, 0)
                 } else if s.now_ms.saturating_sub(self.since_ms) >= cfg.rebalance_max_ms {
+                    self.timed_out_ms = Some(s.now_ms);
                     (ReclaimMode::Normal, Reason::ReclaimRebalanceTimeout, 0)
                 } else if s.launching {
                     // Paged out once the launch is over.
@@ -425,6 +451,70 @@ mod tests {
             (d.mode, d.reason, d.anon_reclaim_bytes),
             (ReclaimMode::Normal, Reason::ReclaimHeadroomRestored, 0)
         );
+    }
+
+    #[test]
+    fn low_memory_while_calm_pages_out_ahead_of_the_next_burst() {
+        let cfg = ReclaimConfig::default();
+        let m_f = cfg.low_memory_threshold(6 * GIB);
+        let mut c = ReclaimController::new();
+        let mut s = sample(0, 0, 0);
+        s.avail_bytes = m_f - 100 * MIB;
+        // A launch in progress is never a calm tick: nothing happens.
+        s.launching = true;
+        for t in 0..20 {
+            s.now_ms = t * 100;
+            assert_eq!(c.step(&cfg, &s).mode, ReclaimMode::Normal);
+        }
+        // Calm and low: after `calm_ticks` ticks, rebalancing pages out.
+        s.launching = false;
+        let mut ticks = 0;
+        let d = loop {
+            ticks += 1;
+            s.now_ms += 100;
+            let d = c.step(&cfg, &s);
+            if d.mode != ReclaimMode::Normal {
+                break d;
+            }
+        };
+        assert_eq!(ticks, cfg.calm_ticks);
+        assert_eq!(
+            (d.mode, d.reason, d.anon_reclaim_bytes),
+            (
+                ReclaimMode::Rebalancing,
+                Reason::ReclaimAheadOfBurst,
+                cfg.rebalance_step_bytes
+            )
+        );
+        // Page-out that brings nothing back times out, and no new
+        // rebalancing starts within `rebalance_max_ms` of it.
+        let started = s.now_ms;
+        while c.step(&cfg, &s).mode == ReclaimMode::Rebalancing {
+            s.now_ms += 100;
+        }
+        assert!(s.now_ms - started >= cfg.rebalance_max_ms);
+        let timed_out = s.now_ms;
+        while s.now_ms < timed_out + cfg.rebalance_max_ms {
+            s.now_ms += 100;
+            let d = c.step(&cfg, &s);
+            if s.now_ms < timed_out + cfg.rebalance_max_ms {
+                assert_eq!(d.mode, ReclaimMode::Normal, "at {}", s.now_ms);
+            }
+        }
+        // Memory above M_F, or anonymous memory at its balance: no page-out.
+        let mut c = ReclaimController::new();
+        let mut high = sample(0, 0, 0);
+        high.avail_bytes = m_f + MIB;
+        let mut balanced = sample(0, 0, 0);
+        balanced.avail_bytes = m_f - 100 * MIB;
+        balanced.anon_bytes = GIB;
+        balanced.file_bytes = GIB;
+        for t in 0..20 {
+            for x in [&mut high, &mut balanced] {
+                x.now_ms = t * 100;
+                assert_eq!(c.step(&cfg, x).mode, ReclaimMode::Normal);
+            }
+        }
     }
 
     #[test]
