@@ -55,6 +55,23 @@ pub trait PreloadMechanism {
     fn pause_touch(&mut self, paused: bool) -> Result<(), MechError>;
     /// Bytes currently held, all apps.
     fn held_bytes(&self) -> u64;
+    /// Sets the readahead of the storage devices holding `paths` to `bytes`
+    /// while a launch streams them (the AppFlow paper §4.1: during launch, large
+    /// files are read with a large block size); `None` restores every
+    /// device's own value. The app's own page-cache misses on those files
+    /// then reach the device as large requests too; files the launching
+    /// processes `procs` opened already get the new value as well. Returns
+    /// the devices changed (0 when none could be, e.g. a file system
+    /// without one).
+    fn set_launch_readahead(
+        &mut self,
+        paths: &[&str],
+        procs: &[ProcId],
+        bytes: Option<u64>,
+    ) -> Result<u32, MechError> {
+        let _ = (paths, procs, bytes);
+        Err(MechError::Unsupported("launch readahead".into()))
+    }
     /// Prepages `app`'s switch footprint at idle priority (ASAP, the ASAP paper):
     /// up to `plan.anon_bytes` of its processes' swapped-out anonymous pages
     /// and `plan.file_bytes` of the evicted pages of files it used, from the
@@ -138,6 +155,11 @@ pub enum Call {
     Prepage { app: String, plan: PrepagePlan },
     /// `set_reclaim_step`.
     ReclaimStep(u32),
+    /// `set_launch_readahead`: the files' paths and the readahead (None: restored).
+    Readahead {
+        paths: Vec<String>,
+        bytes: Option<u64>,
+    },
 }
 
 /// A recording fake of every mechanism, for tests of the loops that drive them.
@@ -194,6 +216,19 @@ impl PreloadMechanism for Recorder {
     }
     fn switch_observation(&mut self, app: &str) -> Result<Option<SwitchObservation>, MechError> {
         Ok(self.observations.remove(app))
+    }
+    fn set_launch_readahead(
+        &mut self,
+        paths: &[&str],
+        procs: &[ProcId],
+        bytes: Option<u64>,
+    ) -> Result<u32, MechError> {
+        let _ = procs;
+        self.calls.push(Call::Readahead {
+            paths: paths.iter().map(|p| p.to_string()).collect(),
+            bytes,
+        });
+        Ok(1)
     }
 }
 

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | [`reclaim`] | `ReclaimMechanism` | domain swappiness through the [`crate::journal`], `process_madvise(MADV_PAGEOUT)` of private anonymous ranges, `posix_fadvise(DONTNEED)` |
 //! | [`kill`] | `KillMechanism` | `pidfd_open`, identity check, optional v1 freezer, `pidfd_send_signal(SIGKILL)`, `process_mrelease` |
+//! | [`readahead`] | `PreloadMechanism::set_launch_readahead` (held by the worker client) | the devices' `read_ahead_kb` through a journal of its own |
 //! | [`preload`] | `PreloadMechanism` | a separate worker process (`appflow preload-worker`) inside the domain's cgroups, idle I/O class, nice 19: protected spans mapped over 2 MiB windows, brought in with `MADV_POPULATE_READ` on a huge-page mapping (1 MiB device requests) and `mlock`ed, periodic touching for standby spans |
 //!
 //! This module holds the raw syscalls the others share and the probe of the
@@ -12,6 +13,7 @@
 
 pub mod kill;
 pub mod preload;
+pub mod readahead;
 pub mod reclaim;
 
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -167,6 +169,21 @@ pub fn pin_instance(proc_root: &std::path::Path, pid: u32, start_time: u64) -> P
         return Pinned::Gone;
     }
     Pinned::Fd(fd)
+}
+
+/// `pidfd_getfd(pidfd, fd, 0)` (syscall 438, Linux 5.6): a duplicate of
+/// another process's file descriptor, sharing its open file description.
+/// Errors are raw errno values.
+pub fn pidfd_getfd(pidfd: &OwnedFd, fd: i32) -> Result<OwnedFd, i32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: plain syscall with integer arguments; a non-negative result is a new fd we own.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0u32) };
+    if r < 0 {
+        Err(last_errno())
+    } else {
+        // SAFETY: r is a fresh file descriptor returned by the kernel.
+        Ok(unsafe { OwnedFd::from_raw_fd(r as i32) })
+    }
 }
 
 /// Which of `fds` name processes that have exited (a pidfd polls readable

@@ -426,6 +426,20 @@ impl PreloadMechanism for Sim<'_> {
         Ok(bytes)
     }
 
+    /// The device's readahead is one setting for every app, as the kernel's
+    /// per-device value is: raised, every app's large-file reads run at the
+    /// curve's rate for the raised size.
+    fn set_launch_readahead(
+        &mut self,
+        paths: &[&str],
+        procs: &[appflow_core::scheduler::ProcId],
+        bytes: Option<u64>,
+    ) -> Result<u32, MechError> {
+        let _ = (paths, procs);
+        self.rates.set_readahead(self.dev, bytes);
+        Ok(1)
+    }
+
     fn switch_observation(&mut self, app: &str) -> Result<Option<SwitchObservation>, MechError> {
         let a = self.app_index(app)?;
         let w = std::mem::take(&mut self.st[a].window);

@@ -344,6 +344,10 @@ pub struct Scheduler {
     dropped_cold: bool,
     page_out_unsupported: bool,
     prepage_unsupported: bool,
+    /// The devices' readahead is raised for the launches in progress.
+    readahead_raised: bool,
+    /// The mechanism has no launch readahead (asked once).
+    readahead_unsupported: bool,
     /// ASAP's per-app switch footprints (policies that prepage switches).
     footprints: FootprintTable,
     /// The re-fault controller (policies with re-fault-aware reclaim).
@@ -401,6 +405,8 @@ impl Scheduler {
             dropped_cold: false,
             page_out_unsupported: false,
             prepage_unsupported: false,
+            readahead_raised: false,
+            readahead_unsupported: false,
             footprints: FootprintTable::new(),
             refault: crate::refault::RefaultController::new(),
             step_knob: refaulting::StepKnob::Unknown,

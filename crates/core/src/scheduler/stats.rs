@@ -41,6 +41,8 @@ pub struct Stats {
     pub proactive_bytes: u64,
     /// Launch protections released early under memory pressure.
     pub launch_protect_yields: u64,
+    /// Times the devices' readahead was raised for a launch.
+    pub readahead_raises: u64,
     /// Times efficiency-first yielded to the kernel's balance (file reclaim exhausted).
     pub efficiency_first_yields: u64,
     /// Re-fault windows judged (the re-fault study §5).

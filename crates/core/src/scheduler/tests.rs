@@ -608,3 +608,47 @@ fn a_stalled_launch_keeps_efficiency_first_until_launched() {
     }
     assert_ne!(s.mode(), ReclaimMode::EfficiencyFirst);
 }
+
+#[test]
+fn launch_readahead_is_raised_while_launches_stream_and_restored_after() {
+    let readaheads = |r: &Recorder| -> Vec<(usize, Option<u64>)> {
+        r.calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Readahead { paths, bytes } => Some((paths.len(), *bytes)),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut s = sched(cfg("appflow"));
+    let mut r = Recorder::default();
+    s.reclaim_step(&sample(0, 0, 800), &[], &mut r);
+    s.preload_step(0, 0, &mut r);
+    let big = s.config().preload.max_read_bytes;
+    // Two launches overlap: raised once (for a's two streamed files), restored
+    // only when neither is launching any more.
+    s.notify(EventKind::Launch, "a", id(42), 100, &mut r)
+        .unwrap();
+    s.notify(EventKind::Launch, "b", id(43), 150, &mut r)
+        .unwrap();
+    assert_eq!(readaheads(&r), vec![(2, Some(big))]);
+    s.notify(EventKind::Launched, "a", id(42), 200, &mut r)
+        .unwrap();
+    assert_eq!(readaheads(&r).len(), 1, "b still launches");
+    s.notify(EventKind::Exit, "b", id(43), 300, &mut r).unwrap();
+    assert_eq!(readaheads(&r), vec![(2, Some(big)), (0, None)]);
+    assert_eq!(s.stats.readahead_raises, 1);
+    // Only AppFlow's selective preloader does it: Paralfetch-like whole-profile
+    // prefetch and the stock system leave the device alone.
+    for name in ["prefetch", "stock"] {
+        let mut s = sched(cfg(name));
+        let mut r = Recorder::default();
+        s.reclaim_step(&sample(0, 0, 800), &[], &mut r);
+        s.preload_step(0, 0, &mut r);
+        s.notify(EventKind::Launch, "a", id(42), 100, &mut r)
+            .unwrap();
+        s.notify(EventKind::Launched, "a", id(42), 200, &mut r)
+            .unwrap();
+        assert!(readaheads(&r).is_empty(), "{name}");
+    }
+}

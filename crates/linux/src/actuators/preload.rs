@@ -557,6 +557,8 @@ pub struct WorkerClient {
     stats: Arc<Mutex<WorkerStats>>,
     held: BTreeMap<(String, bool), u64>,
     dry_run: bool,
+    /// The devices' readahead during launches (None: not offered).
+    readahead: Option<super::readahead::LaunchReadahead>,
 }
 
 impl std::fmt::Debug for WorkerClient {
@@ -583,7 +585,20 @@ impl WorkerClient {
             stats: Arc::default(),
             held: BTreeMap::new(),
             dry_run: true,
+            readahead: None,
         }
+    }
+
+    /// Gives the client the launch readahead to drive (it moves to a
+    /// respawned worker's client with [`WorkerClient::take_readahead`]).
+    pub fn with_readahead(mut self, r: Option<super::readahead::LaunchReadahead>) -> Self {
+        self.readahead = r;
+        self
+    }
+
+    /// Takes the launch readahead out (a respawned worker's client gets it).
+    pub fn take_readahead(&mut self) -> Option<super::readahead::LaunchReadahead> {
+        self.readahead.take()
     }
 
     /// Spawns `program args…` as the worker, moves it into its cgroups, sets
@@ -680,6 +695,7 @@ impl WorkerClient {
             stats,
             held: BTreeMap::new(),
             dry_run: false,
+            readahead: None,
         })
     }
 
@@ -709,8 +725,14 @@ impl WorkerClient {
             })
     }
 
-    /// Tells the worker to quit and waits for it (up to 2 s, then kills it).
+    /// Tells the worker to quit and waits for it (up to 2 s, then kills it),
+    /// and restores the devices' readahead.
     pub fn shutdown(&mut self) {
+        if let Some(r) = self.readahead.as_mut() {
+            for e in r.restore() {
+                tracing::error!(error = %e, "readahead not restored (the journal stays; the next start retries)");
+            }
+        }
         if self.stdin.is_some() {
             let _ = self.send(&WorkerCmd::Quit);
         }
@@ -805,6 +827,32 @@ impl PreloadMechanism for WorkerClient {
 
     fn held_bytes(&self) -> u64 {
         self.held.values().sum()
+    }
+
+    fn set_launch_readahead(
+        &mut self,
+        paths: &[&str],
+        procs: &[appflow_core::scheduler::ProcId],
+        bytes: Option<u64>,
+    ) -> Result<u32, MechError> {
+        let Some(r) = self.readahead.as_mut() else {
+            return Err(MechError::Unsupported(
+                "launch readahead (no state directory for its journal)".into(),
+            ));
+        };
+        match bytes {
+            Some(b) => r.raise(paths, procs, b).map_err(|e| MechError::Failed {
+                what: "raising the readahead".into(),
+                detail: e.to_string(),
+            }),
+            None => match r.restore().into_iter().next() {
+                None => Ok(0),
+                Some(e) => Err(MechError::Failed {
+                    what: "restoring the readahead".into(),
+                    detail: e.to_string(),
+                }),
+            },
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use super::metrics::{self, Gauges, Metrics, Trace};
 use super::{Decision, DomainSample, Mechs, ProcId, ProcInfo, Record, Scheduler};
 use crate::actuators::kill::LiveKiller;
 use crate::actuators::preload::{WorkerClient, WorkerPlacement};
+use crate::actuators::readahead::LaunchReadahead;
 use crate::actuators::reclaim::{LiveReclaim, StepTarget, SwappinessTarget};
 use crate::actuators::{pidfds_exited, pin_instance, read_start_time, Features, Pinned};
 use crate::config::{Config, DomainKind};
@@ -72,6 +73,13 @@ fn now_unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// sysfs beside `proc_root` (`/proc` → `/sys`; a fixture tree's `proc` → `sys`).
+fn sys_root_of(proc_root: &Path) -> PathBuf {
+    proc_root
+        .parent()
+        .map_or_else(|| PathBuf::from("/sys"), |p| p.join("sys"))
+}
+
 /// Reads one domain sample.
 pub fn sample_domain(
     domain: &Domain,
@@ -87,9 +95,7 @@ pub fn sample_domain(
     // /proc/swaps cannot be read. sysfs is the sibling of `proc_root`
     // (`/proc` → `/sys`; a fixture tree's `proc` → `sys`).
     let m = readers::read_meminfo(proc_root)?;
-    let sys_root = proc_root
-        .parent()
-        .map_or_else(|| PathBuf::from("/sys"), |p| p.join("sys"));
+    let sys_root = sys_root_of(proc_root);
     let (swap_total_bytes, swap_free_bytes) =
         match readers::read_swap_capacity(proc_root, &sys_root) {
             Ok(c) => (c.total_bytes, c.free_bytes),
@@ -625,11 +631,31 @@ impl Runtime {
             cfg.preload.core.touch_interval_ms.to_string(),
         ]);
         let worker_spawn = (worker_cmd.program.clone(), worker_args, placement);
+        let sys_root = sys_root_of(&proc_root);
+        let readahead = match LaunchReadahead::open(
+            &cfg.daemon.state_dir,
+            &proc_root,
+            &sys_root,
+            dry,
+        ) {
+            Ok((r, restored)) => {
+                for p in restored {
+                    tracing::warn!(file = %p.display(),
+                        "restored a readahead left raised by a previous daemon (crash recovery)");
+                }
+                Some(r)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "readahead journal unusable: launches keep the devices' readahead");
+                None
+            }
+        };
         let worker = if cfg.preload_active() && !dry {
             WorkerClient::spawn(&worker_spawn.0, &worker_spawn.1, &worker_spawn.2)?
         } else {
             WorkerClient::dry_run()
-        };
+        }
+        .with_readahead(readahead);
         // Never app processes: the daemon, its ancestors (a system domain
         // holds them too), and below the worker.
         let mut self_pids = ancestors(&proc_root, std::process::id());
@@ -805,8 +831,9 @@ impl Runtime {
                 tracing::warn!(pid, "preload worker had exited; restarted");
                 self.sched.add_self_pid(pid);
                 self.sched.worker_restarted();
+                let readahead = self.worker.take_readahead();
                 self.worker.shutdown();
-                self.worker = w;
+                self.worker = w.with_readahead(readahead);
             }
             Err(e) => tracing::error!(error = %e, "preload worker exited and cannot be restarted"),
         }
