@@ -596,6 +596,11 @@ impl WorkerClient {
         self
     }
 
+    /// Devices whose readahead is raised now, with their own values.
+    pub fn readahead_entries(&self) -> &[crate::journal::Entry] {
+        self.readahead.as_ref().map_or(&[], |r| r.entries())
+    }
+
     /// Takes the launch readahead out (a respawned worker's client gets it).
     pub fn take_readahead(&mut self) -> Option<super::readahead::LaunchReadahead> {
         self.readahead.take()

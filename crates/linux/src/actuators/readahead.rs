@@ -21,7 +21,7 @@
 //! moment. The same is done when the value is restored. A file the app
 //! only maps (its descriptor closed) cannot be reached: it keeps its window.
 
-use crate::journal::{Journal, JournalError};
+use crate::journal::{Entry, Journal, JournalError};
 use appflow_core::scheduler::ProcId;
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
@@ -141,9 +141,9 @@ impl LaunchReadahead {
         errors
     }
 
-    /// Devices raised and not yet restored.
-    pub fn raised(&self) -> usize {
-        self.journal.entries().len()
+    /// Devices raised and not yet restored, with their own values.
+    pub fn entries(&self) -> &[Entry] {
+        self.journal.entries()
     }
 
     /// The open files refreshed with the raised value, by process.

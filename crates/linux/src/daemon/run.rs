@@ -1042,7 +1042,8 @@ impl Runtime {
                 ("psi", self.features.psi),
                 ("freezer", self.features.freezer_v1),
             ],
-            changed_settings: self.reclaim.journal().entries().len() as u64,
+            changed_settings: (self.reclaim.journal().entries().len()
+                + self.worker.readahead_entries().len()) as u64,
             page_out_calls: self.reclaim.page_out_calls,
             page_out_errors: self.reclaim.page_out_errors.clone(),
         }
@@ -1160,7 +1161,7 @@ impl Runtime {
             },
             "kills": st.kills_total(),
             "mode_switches": st.switches_total(),
-            "changed_settings": self.reclaim.journal().entries().iter().map(|e| json!({"path": e.path, "original": e.original})).collect::<Vec<_>>(),
+            "changed_settings": self.reclaim.journal().entries().iter().chain(self.worker.readahead_entries()).map(|e| json!({"path": e.path, "original": e.original})).collect::<Vec<_>>(),
             "features": self.features,
             "loop": {
                 "ticks": m.loop_work.count(),
