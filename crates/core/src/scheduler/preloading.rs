@@ -430,7 +430,9 @@ impl Scheduler {
             .map(|a| a.procs.iter().copied().collect())
             .unwrap_or_default();
         match preload.set_launch_readahead(&paths, &procs, Some(bytes)) {
-            Ok(devices) => {
+            Ok(_) => {
+                // (How many devices changed is the mechanism's to log: a
+                // device already reading ahead that much is left alone.)
                 self.readahead_raised = true;
                 self.stats.readahead_raises += 1;
                 self.log(
@@ -438,7 +440,7 @@ impl Scheduler {
                     "preload",
                     Some(Reason::PreloadStreamLarge),
                     format!(
-                        "{app} launching: readahead {bytes} bytes on {devices} device(s) holding its {} streamed files",
+                        "{app} launching: readahead {bytes} bytes on the devices holding its {} streamed files",
                         paths.len()
                     ),
                 );

@@ -113,6 +113,11 @@ impl LaunchReadahead {
                 n += 1;
             }
         }
+        tracing::info!(
+            devices = n,
+            kib = kib.as_str(),
+            "launch readahead raised (devices already reading ahead as much are left alone)"
+        );
         if n > 0 && !self.dry_run {
             let wanted: BTreeSet<PathBuf> = paths.iter().map(PathBuf::from).collect();
             for &id in procs {
