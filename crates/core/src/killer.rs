@@ -42,7 +42,14 @@ pub struct KillerConfig {
     /// page cache churns while M_aval (free + page cache) stays up. Default
     /// 7 %, lmkd's `ro.lmk.psi_partial_stall_ms` (70 ms of stall per 1 s),
     /// the level at which stock Android kills when swap is low. 100 = off.
+    /// Measured over `capacity_stall_window_ms` when the driver gives the
+    /// cumulative stall counter, over avg10 otherwise.
     pub trigger_capacity_psi_some_avg10: f64,
+    /// The window of the capacity stall, ms. Default 1000, lmkd's PSI
+    /// monitor window (70 ms of stall per 1 s window). After a kill the
+    /// capacity stall waits one whole window, so that the stall it measures
+    /// lies after the kill (the memory of the victim has come back).
+    pub capacity_stall_window_ms: u64,
     /// After a kill, wait this long for memory to come back before another, ms.
     pub settle_ms: u64,
 }
@@ -57,6 +64,7 @@ impl Default for KillerConfig {
             trigger_swap_free_fraction: 0.10,
             trigger_psi_some_avg10: 20.0,
             trigger_capacity_psi_some_avg10: 7.0,
+            capacity_stall_window_ms: 1000,
             settle_ms: 500,
         }
     }
@@ -92,6 +100,9 @@ impl KillerConfig {
         }
         if self.recency_window_ms > 30 * 24 * 3_600_000 {
             return Err("killer.recency_window_ms must be at most 30 days (2592000000)".into());
+        }
+        if !(100..=60_000).contains(&self.capacity_stall_window_ms) {
+            return Err("killer.capacity_stall_window_ms must be in 100..=60000".into());
         }
         if self.settle_ms > 600_000 {
             return Err("killer.settle_ms must be at most 600000".into());
@@ -283,8 +294,24 @@ pub struct PressureState {
     pub swap_free_bytes: u64,
     /// PSI memory "some" avg10, percent (0 if unavailable).
     pub psi_some_avg10: f64,
+    /// PSI memory "some" over the last `capacity_stall_window_ms`, percent
+    /// ([`stall_percent`] of two samples), if measured.
+    #[serde(default)]
+    pub psi_some_window: Option<f64>,
     /// Time of the last kill, if any.
     pub last_kill_ms: Option<u64>,
+}
+
+/// Stall share, percent, between two readings of a cumulative PSI counter
+/// (µs) taken `elapsed_ms` apart; None when nothing elapsed. A counter that
+/// went back (a reset) counts as no stall.
+pub fn stall_percent(prev_total_us: u64, now_total_us: u64, elapsed_ms: u64) -> Option<f64> {
+    if elapsed_ms == 0 {
+        return None;
+    }
+    let stalled_us = now_total_us.saturating_sub(prev_total_us) as f64;
+    // µs per ms of wall time, as a percentage: µs / (ms × 1000) × 100.
+    Some((stalled_us / (elapsed_ms as f64 * 10.0)).min(100.0))
 }
 
 /// Whether to kill now: only when reclaim cannot keep up (the AppFlow
@@ -312,8 +339,12 @@ pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reas
     let swap_full = p.swap_total_bytes == 0
         || (p.swap_free_bytes as f64) < cfg.trigger_swap_free_fraction * p.swap_total_bytes as f64;
     let stalled = p.psi_some_avg10 > cfg.trigger_psi_some_avg10;
+    let stall = p.psi_some_window.unwrap_or(p.psi_some_avg10);
+    let window_after_kill = p
+        .last_kill_ms
+        .is_none_or(|t| p.now_ms.saturating_sub(t) >= cfg.capacity_stall_window_ms);
     let capacity_stall =
-        anon_bound && swap_full && p.psi_some_avg10 > cfg.trigger_capacity_psi_some_avg10;
+        anon_bound && swap_full && stall > cfg.trigger_capacity_psi_some_avg10 && window_after_kill;
     if (low && anon_bound && (swap_full || stalled)) || capacity_stall {
         Ok(Reason::KillHighestNetFreed)
     } else {
@@ -430,6 +461,7 @@ mod tests {
             swap_total_bytes: 0,
             swap_free_bytes: 0,
             psi_some_avg10: 0.0,
+            psi_some_window: None,
             last_kill_ms: None,
         };
         // No swap: anonymous memory cannot be reclaimed.
@@ -469,6 +501,7 @@ mod tests {
             swap_total_bytes: 2000 * MIB,
             swap_free_bytes: 50 * MIB,
             psi_some_avg10: 0.0,
+            psi_some_window: None,
             last_kill_ms: None,
         };
         assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
@@ -496,6 +529,29 @@ mod tests {
         // Within the settle time of a kill: wait.
         p.last_kill_ms = Some(9_800);
         assert_eq!(should_kill(&cfg, &p), Err(Reason::KillWaitingForMemory));
+        // Past the settle time but within one stall window of the kill: the
+        // stall measured may predate the kill; wait for a whole window.
+        p.last_kill_ms = Some(9_400);
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+        p.last_kill_ms = Some(9_000);
+        assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
+        // The window's own stall, when measured, counts instead of avg10.
+        p.psi_some_window = Some(3.0);
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+        p.psi_some_window = Some(8.0);
+        p.psi_some_avg10 = 1.0;
+        assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
+    }
+
+    #[test]
+    fn stall_percent_from_two_counter_readings() {
+        assert_eq!(stall_percent(1_000, 71_000, 1000), Some(7.0));
+        assert_eq!(stall_percent(0, 0, 1000), Some(0.0));
+        assert_eq!(stall_percent(5, 9, 0), None);
+        // A counter that went back counts as no stall; more than the
+        // elapsed time is capped.
+        assert_eq!(stall_percent(9_000, 5, 1000), Some(0.0));
+        assert_eq!(stall_percent(0, 5_000_000, 1000), Some(100.0));
     }
 
     proptest! {
