@@ -372,6 +372,22 @@ mod tests {
     use crate::MIB;
     use proptest::prelude::*;
 
+    /// A pressure state at 10 s, no stall, no kill yet; sizes in MiB.
+    fn pressure(avail: u64, total: u64, anon: u64, file: u64, swap: (u64, u64)) -> PressureState {
+        PressureState {
+            now_ms: 10_000,
+            avail_bytes: avail * MIB,
+            total_bytes: total * MIB,
+            anon_bytes: anon * MIB,
+            file_bytes: file * MIB,
+            swap_total_bytes: swap.0 * MIB,
+            swap_free_bytes: swap.1 * MIB,
+            psi_some_avg10: 0.0,
+            psi_some_window: None,
+            last_kill_ms: None,
+        }
+    }
+
     fn cand(pid: u32, cur_mib: u64, relaunch_mib: u64, last_used_ms: u64) -> Candidate {
         Candidate {
             pid,
@@ -452,18 +468,7 @@ mod tests {
     #[test]
     fn trigger_needs_low_memory_anon_dominance_and_full_or_stalled_anon_reclaim() {
         let cfg = KillerConfig::default();
-        let mut p = PressureState {
-            now_ms: 10_000,
-            avail_bytes: 100 * MIB,
-            total_bytes: 6000 * MIB,
-            anon_bytes: 4000 * MIB,
-            file_bytes: 500 * MIB,
-            swap_total_bytes: 0,
-            swap_free_bytes: 0,
-            psi_some_avg10: 0.0,
-            psi_some_window: None,
-            last_kill_ms: None,
-        };
+        let mut p = pressure(100, 6000, 4000, 500, (0, 0));
         // No swap: anonymous memory cannot be reclaimed.
         assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
         // Swap with room: reclaim can still keep up, no kill.
@@ -492,18 +497,7 @@ mod tests {
         let cfg = KillerConfig::default();
         // Swap full, mostly anonymous, 1.2 GB available (page cache that
         // reclaim keeps dropping): not low.
-        let mut p = PressureState {
-            now_ms: 10_000,
-            avail_bytes: 1200 * MIB,
-            total_bytes: 8000 * MIB,
-            anon_bytes: 5000 * MIB,
-            file_bytes: 1200 * MIB,
-            swap_total_bytes: 2000 * MIB,
-            swap_free_bytes: 50 * MIB,
-            psi_some_avg10: 0.0,
-            psi_some_window: None,
-            last_kill_ms: None,
-        };
+        let mut p = pressure(1200, 8000, 5000, 1200, (2000, 50));
         assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
         // Stalled above lmkd's 70 ms per second: kill.
         p.psi_some_avg10 = 9.0;
