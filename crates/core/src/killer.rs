@@ -2,10 +2,12 @@
 //! order it is compared against.
 //!
 //! Candidates are background apps only: never the foreground app, never a
-//! protected or system process, never the daemon itself. AppFlow orders them
-//! by net freed memory ΔM = M_current − M_relaunch (what a kill frees for
-//! good, since a relaunch needs M_relaunch again) and defers apps used within
-//! the recency window: they are killed last, only when nothing else is left.
+//! protected or system process, never the daemon itself. AppFlow defers apps
+//! used within the recency window: they are killed last, only when nothing
+//! else is left, in order of net freed memory ΔM = M_current − M_relaunch
+//! (what a kill frees for good, since a relaunch needs M_relaunch again).
+//! Apps past the window are ordered by the memory-time a kill frees:
+//! M_current × the time since the app's last use (see [`rank`]).
 
 use crate::reason::Reason;
 use serde::{Deserialize, Serialize};
@@ -33,6 +35,21 @@ pub struct KillerConfig {
     pub trigger_swap_free_fraction: f64,
     /// ... or the memory-pressure stall (PSI some avg10, %) above this.
     pub trigger_psi_some_avg10: f64,
+    /// Capacity stall: with anonymous memory dominant and swap nearly full,
+    /// a stall (PSI some avg10, %) above this triggers a kill even when
+    /// available memory is not low. §4.3: once anonymous reclaim reaches
+    /// its bound "the system falls back to dropping file pages", and the
+    /// page cache churns while M_aval (free + page cache) stays up. Default
+    /// 7 %, lmkd's `ro.lmk.psi_partial_stall_ms` (70 ms of stall per 1 s),
+    /// the level at which stock Android kills when swap is low. 100 = off.
+    /// Measured over `capacity_stall_window_ms` when the driver gives the
+    /// cumulative stall counter, over avg10 otherwise.
+    pub trigger_capacity_psi_some_avg10: f64,
+    /// The window of the capacity stall, ms. Default 1000, lmkd's PSI
+    /// monitor window (70 ms of stall per 1 s window). After a kill the
+    /// capacity stall waits one whole window, so that the stall it measures
+    /// lies after the kill (the memory of the victim has come back).
+    pub capacity_stall_window_ms: u64,
     /// After a kill, wait this long for memory to come back before another, ms.
     pub settle_ms: u64,
 }
@@ -46,6 +63,8 @@ impl Default for KillerConfig {
             trigger_anon_share: 0.66,
             trigger_swap_free_fraction: 0.10,
             trigger_psi_some_avg10: 20.0,
+            trigger_capacity_psi_some_avg10: 7.0,
+            capacity_stall_window_ms: 1000,
             settle_ms: 500,
         }
     }
@@ -68,11 +87,22 @@ impl KillerConfig {
                 return Err(format!("killer.{field} must be in [0, 1], got {v}"));
             }
         }
-        if !(0.0..=100.0).contains(&self.trigger_psi_some_avg10) {
-            return Err("killer.trigger_psi_some_avg10 must be in [0, 100]".into());
+        for (field, v) in [
+            ("trigger_psi_some_avg10", self.trigger_psi_some_avg10),
+            (
+                "trigger_capacity_psi_some_avg10",
+                self.trigger_capacity_psi_some_avg10,
+            ),
+        ] {
+            if !(0.0..=100.0).contains(&v) {
+                return Err(format!("killer.{field} must be in [0, 100], got {v}"));
+            }
         }
         if self.recency_window_ms > 30 * 24 * 3_600_000 {
             return Err("killer.recency_window_ms must be at most 30 days (2592000000)".into());
+        }
+        if !(100..=60_000).contains(&self.capacity_stall_window_ms) {
+            return Err("killer.capacity_stall_window_ms must be in 100..=60000".into());
         }
         if self.settle_ms > 600_000 {
             return Err("killer.settle_ms must be at most 600000".into());
@@ -147,8 +177,27 @@ pub fn net_freed_bytes(cfg: &KillerConfig, c: &Candidate) -> i64 {
     c.current_bytes as i64 - relaunch as i64
 }
 
-/// Eligible candidates in kill order: non-recent by ΔM (largest first), then
-/// recent ones by ΔM. Ties go to the least recently used, then the lower pid.
+/// The memory-time a kill frees, byte·ms: M_current × the time since the
+/// app's last use. A kill frees M_current until the app is opened again;
+/// the longer an app has been idle, the less likely it comes back soon (the
+/// AppFlow paper §2.2.3: reaccess follows recency, and LMK "ignores an
+/// app's ... reaccess likelihood, and net memory benefit", §4.3). An app
+/// that comes back soon frees its memory only until its relaunch takes
+/// M_relaunch again, which brings the next kill; ranking by the product
+/// takes the large and long-idle apps first.
+pub fn memory_time(now_ms: u64, c: &Candidate) -> f64 {
+    c.current_bytes as f64 * now_ms.saturating_sub(c.last_used_ms) as f64
+}
+
+/// Eligible candidates in kill order: apps past the recency window first,
+/// by the memory-time a kill frees ([`memory_time`], largest first); then
+/// the recent ones (deferred, §4.3) by ΔM, largest first. Ties go to the
+/// larger ΔM, then the least recently used, then the lower pid.
+///
+/// Ordering every app by ΔM alone (the first version) took apps whose
+/// launch files were still cached (their M_current counts them), that is
+/// apps used a few hours ago, where lmkd takes apps idle for days; they came
+/// back sooner and the killer killed more than lmkd (docs/sim.md).
 pub fn rank(cfg: &KillerConfig, now_ms: u64, cands: &[Candidate]) -> Vec<Ranked> {
     let mut out: Vec<Ranked> = cands
         .iter()
@@ -161,8 +210,14 @@ pub fn rank(cfg: &KillerConfig, now_ms: u64, cands: &[Candidate]) -> Vec<Ranked>
         })
         .collect();
     out.sort_by(|a, b| {
+        let by_memory_time = if a.recent || b.recent {
+            std::cmp::Ordering::Equal
+        } else {
+            memory_time(now_ms, &cands[b.index]).total_cmp(&memory_time(now_ms, &cands[a.index]))
+        };
         a.recent
             .cmp(&b.recent)
+            .then(by_memory_time)
             .then(b.net_freed_bytes.cmp(&a.net_freed_bytes))
             .then(
                 cands[a.index]
@@ -239,8 +294,24 @@ pub struct PressureState {
     pub swap_free_bytes: u64,
     /// PSI memory "some" avg10, percent (0 if unavailable).
     pub psi_some_avg10: f64,
+    /// PSI memory "some" over the last `capacity_stall_window_ms`, percent
+    /// ([`stall_percent`] of two samples), if measured.
+    #[serde(default)]
+    pub psi_some_window: Option<f64>,
     /// Time of the last kill, if any.
     pub last_kill_ms: Option<u64>,
+}
+
+/// Stall share, percent, between two readings of a cumulative PSI counter
+/// (µs) taken `elapsed_ms` apart; None when nothing elapsed. A counter that
+/// went back (a reset) counts as no stall.
+pub fn stall_percent(prev_total_us: u64, now_total_us: u64, elapsed_ms: u64) -> Option<f64> {
+    if elapsed_ms == 0 {
+        return None;
+    }
+    let stalled_us = now_total_us.saturating_sub(prev_total_us) as f64;
+    // µs per ms of wall time, as a percentage: µs / (ms × 1000) × 100.
+    Some((stalled_us / (elapsed_ms as f64 * 10.0)).min(100.0))
 }
 
 /// Whether to kill now: only when reclaim cannot keep up (the AppFlow
@@ -250,6 +321,12 @@ pub struct PressureState {
 /// counts as full) or too slow for the demand (a stall, PSI). These are the
 /// paper's two cases of anonymous-page dominance: reclaim capacity limits,
 /// and burst allocations that outrun anonymous writeback.
+///
+/// At the capacity limit memory need not look low: reclaim then drops file
+/// pages, and M_aval (free + page cache) stays up while the page cache
+/// churns. So with anonymous memory dominant and swap nearly full, a stall
+/// above `trigger_capacity_psi_some_avg10` is a trigger too (a *capacity
+/// stall*).
 pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reason> {
     if let Some(t) = p.last_kill_ms {
         if p.now_ms.saturating_sub(t) < cfg.settle_ms {
@@ -262,7 +339,13 @@ pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reas
     let swap_full = p.swap_total_bytes == 0
         || (p.swap_free_bytes as f64) < cfg.trigger_swap_free_fraction * p.swap_total_bytes as f64;
     let stalled = p.psi_some_avg10 > cfg.trigger_psi_some_avg10;
-    if low && anon_bound && (swap_full || stalled) {
+    let stall = p.psi_some_window.unwrap_or(p.psi_some_avg10);
+    let window_after_kill = p
+        .last_kill_ms
+        .is_none_or(|t| p.now_ms.saturating_sub(t) >= cfg.capacity_stall_window_ms);
+    let capacity_stall =
+        anon_bound && swap_full && stall > cfg.trigger_capacity_psi_some_avg10 && window_after_kill;
+    if (low && anon_bound && (swap_full || stalled)) || capacity_stall {
         Ok(Reason::KillHighestNetFreed)
     } else {
         Err(Reason::KillNotNeeded)
@@ -289,6 +372,22 @@ mod tests {
     use crate::MIB;
     use proptest::prelude::*;
 
+    /// A pressure state at 10 s, no stall, no kill yet; sizes in MiB.
+    fn pressure(avail: u64, total: u64, anon: u64, file: u64, swap: (u64, u64)) -> PressureState {
+        PressureState {
+            now_ms: 10_000,
+            avail_bytes: avail * MIB,
+            total_bytes: total * MIB,
+            anon_bytes: anon * MIB,
+            file_bytes: file * MIB,
+            swap_total_bytes: swap.0 * MIB,
+            swap_free_bytes: swap.1 * MIB,
+            psi_some_avg10: 0.0,
+            psi_some_window: None,
+            last_kill_ms: None,
+        }
+    }
+
     fn cand(pid: u32, cur_mib: u64, relaunch_mib: u64, last_used_ms: u64) -> Candidate {
         Candidate {
             pid,
@@ -304,20 +403,52 @@ mod tests {
     }
 
     #[test]
-    fn orders_by_net_freed_not_size() {
+    fn recent_apps_order_by_net_freed_not_size() {
         let cfg = KillerConfig::default();
         let now = 100 * 60 * 1000;
         // Fig. 12a: a 1200 MB app that needs 1100 MB again frees 100 MB for
-        // good; a 600 MB app bloated from 300 MB frees 300 MB.
-        let c = vec![cand(1, 1200, 1100, 0), cand(2, 600, 300, 0)];
+        // good; a 600 MB app bloated from 300 MB frees 300 MB. Both used a
+        // minute ago (deferred): the last resort takes the larger ΔM.
+        let used = now - 60_000;
+        let c = vec![cand(1, 1200, 1100, used), cand(2, 600, 300, used)];
         let d = choose_victim(&cfg, now, &c);
         assert_eq!(d.victim, Some(1));
-        assert_eq!(d.reason, Reason::KillHighestNetFreed);
+        assert_eq!(d.reason, Reason::KillRecentLastResort);
         assert_eq!(d.net_freed_bytes, 300 * MIB as i64);
+        let c = vec![cand(1, 1200, 1100, 0), cand(2, 600, 300, 0)];
         // The stock order would take the least recently used (equal adj).
         let mut c2 = c.clone();
         c2[1].last_used_ms = 10;
         assert_eq!(choose_victim_lru(&cfg, &c2).victim, Some(0));
+    }
+
+    #[test]
+    fn apps_past_the_window_order_by_memory_time() {
+        let cfg = KillerConfig::default();
+        let hour = 3_600_000;
+        let now = 100 * hour;
+        // A 600 MB app bloated from 300 MB, used 4 h ago (ΔM 300 MB), and a
+        // 300 MB app at its baseline, idle for 40 h (ΔM 0): the idle one
+        // frees 300 MB × 40 h, the bloated one 600 MB × 4 h. ΔM alone took
+        // the app used 4 h ago, which came back sooner (docs/sim.md).
+        let c = vec![
+            cand(1, 600, 300, now - 4 * hour),
+            cand(2, 300, 300, now - 40 * hour),
+        ];
+        let d = choose_victim(&cfg, now, &c);
+        assert_eq!((d.victim, d.reason), (Some(1), Reason::KillHighestNetFreed));
+        assert_eq!(d.net_freed_bytes, 0);
+        // Idle alike: the larger footprint frees more memory-time.
+        let c = vec![
+            cand(1, 300, 100, now - 10 * hour),
+            cand(2, 500, 450, now - 10 * hour),
+        ];
+        assert_eq!(choose_victim(&cfg, now, &c).victim, Some(1));
+        // A recent app, however large, stays behind every idle one.
+        let c = vec![cand(1, 4000, 100, now - 1000), cand(2, 50, 40, now - hour)];
+        assert_eq!(choose_victim(&cfg, now, &c).victim, Some(1));
+        let order: Vec<usize> = rank(&cfg, now, &c).iter().map(|r| r.index).collect();
+        assert_eq!(order, vec![1, 0]);
     }
 
     #[test]
@@ -337,17 +468,7 @@ mod tests {
     #[test]
     fn trigger_needs_low_memory_anon_dominance_and_full_or_stalled_anon_reclaim() {
         let cfg = KillerConfig::default();
-        let mut p = PressureState {
-            now_ms: 10_000,
-            avail_bytes: 100 * MIB,
-            total_bytes: 6000 * MIB,
-            anon_bytes: 4000 * MIB,
-            file_bytes: 500 * MIB,
-            swap_total_bytes: 0,
-            swap_free_bytes: 0,
-            psi_some_avg10: 0.0,
-            last_kill_ms: None,
-        };
+        let mut p = pressure(100, 6000, 4000, 500, (0, 0));
         // No swap: anonymous memory cannot be reclaimed.
         assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
         // Swap with room: reclaim can still keep up, no kill.
@@ -369,6 +490,62 @@ mod tests {
         p.file_bytes = 500 * MIB;
         p.swap_free_bytes = 1000 * MIB;
         assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
+    }
+
+    #[test]
+    fn capacity_stall_triggers_while_page_cache_keeps_memory_up() {
+        let cfg = KillerConfig::default();
+        // Swap full, mostly anonymous, 1.2 GB available (page cache that
+        // reclaim keeps dropping): not low.
+        let mut p = pressure(1200, 8000, 5000, 1200, (2000, 50));
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+        // Stalled above lmkd's 70 ms per second: kill.
+        p.psi_some_avg10 = 9.0;
+        assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
+        // Not once the stall is below it.
+        p.psi_some_avg10 = 5.0;
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+        p.psi_some_avg10 = 9.0;
+        // Swap with room: anonymous reclaim can still move pages, no kill.
+        p.swap_free_bytes = 1000 * MIB;
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+        // Mostly file pages: the reclaimer's job.
+        p.swap_free_bytes = 50 * MIB;
+        p.file_bytes = 5000 * MIB;
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+        // Switched off (100 %): as before.
+        p.file_bytes = 1200 * MIB;
+        let off = KillerConfig {
+            trigger_capacity_psi_some_avg10: 100.0,
+            ..KillerConfig::default()
+        };
+        assert_eq!(should_kill(&off, &p), Err(Reason::KillNotNeeded));
+        // Within the settle time of a kill: wait.
+        p.last_kill_ms = Some(9_800);
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillWaitingForMemory));
+        // Past the settle time but within one stall window of the kill: the
+        // stall measured may predate the kill; wait for a whole window.
+        p.last_kill_ms = Some(9_400);
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+        p.last_kill_ms = Some(9_000);
+        assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
+        // The window's own stall, when measured, counts instead of avg10.
+        p.psi_some_window = Some(3.0);
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+        p.psi_some_window = Some(8.0);
+        p.psi_some_avg10 = 1.0;
+        assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
+    }
+
+    #[test]
+    fn stall_percent_from_two_counter_readings() {
+        assert_eq!(stall_percent(1_000, 71_000, 1000), Some(7.0));
+        assert_eq!(stall_percent(0, 0, 1000), Some(0.0));
+        assert_eq!(stall_percent(5, 9, 0), None);
+        // A counter that went back counts as no stall; more than the
+        // elapsed time is capped.
+        assert_eq!(stall_percent(9_000, 5, 1000), Some(0.0));
+        assert_eq!(stall_percent(0, 5_000_000, 1000), Some(100.0));
     }
 
     proptest! {

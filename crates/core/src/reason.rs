@@ -56,7 +56,8 @@ pub enum Reason {
     ReclaimAheadOfBurst = 114,
 
     // --- killer (2xx) ---
-    /// Killed: highest net freed memory ΔM among non-recent background apps.
+    /// Killed: first in AppFlow's order among non-recent background apps
+    /// (the memory-time a kill frees, M_current × time since last use; then ΔM).
     KillHighestNetFreed = 200,
     /// Killed: only recently used apps were left (deferment exhausted).
     KillRecentLastResort = 201,

@@ -262,6 +262,8 @@ pub struct Sim<'a> {
     /// A stall was recorded since the buckets were last cleared (while
     /// not, every bucket is 0 and the averages are 0 without a walk).
     pub(crate) psi_recorded: bool,
+    /// Cumulative `some` stall, µs (PSI's `total=`; never reset).
+    pub(crate) psi_some_total_us: u64,
     /// PMR: pages in kshrinkd's victim list.
     pub(crate) pmr_victims: u64,
     /// kswapd's batch above the low watermark under the re-fault kernel
@@ -373,6 +375,7 @@ impl<'a> Sim<'a> {
             psi_full: [0.0; PSI_BUCKETS],
             psi_bucket: 0,
             psi_recorded: false,
+            psi_some_total_us: 0,
             pmr_victims: 0,
             kswapd_batch_pages: cfg
                 .refault_batch_pages
@@ -489,6 +492,7 @@ impl<'a> Sim<'a> {
             swap_total_bytes: (self.zram_cap + self.swap_cap) * PAGE_BYTES,
             swap_free_bytes: self.swap_room() * PAGE_BYTES,
             psi_some_avg10: Some(some * 100.0),
+            psi_some_total_us: Some(self.psi_some_total_us),
             refault_pages: self.counters.refault_file_pages + self.counters.refault_anon_pages,
             steal_pages: self.counters.evicted_file_pages + self.counters.evicted_anon_pages,
             steal_kswapd_pages: self.counters.kswapd_steal_pages,

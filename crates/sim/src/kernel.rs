@@ -487,6 +487,7 @@ impl Sim<'_> {
         let idx = (self.psi_bucket % PSI_BUCKETS as u64) as usize;
         self.psi_some[idx] += some_ms;
         self.psi_full[idx] += full_ms;
+        self.psi_some_total_us += (some_ms * 1000.0) as u64;
     }
 
     /// (some, full) stall share over the last `buckets` × 100 ms.

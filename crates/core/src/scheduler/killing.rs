@@ -30,7 +30,43 @@ impl Scheduler {
             swap_total_bytes: s.swap_total_bytes,
             swap_free_bytes: s.swap_free_bytes,
             psi_some_avg10: s.psi_some_avg10.unwrap_or(0.0),
+            psi_some_window: self.psi_some_window(s),
             last_kill_ms: self.last_kill_ms,
+        }
+    }
+
+    /// The memory stall over the killer's window, percent: from the newest
+    /// earlier tick at least `killer.capacity_stall_window_ms` before `s`
+    /// to `s` (the cumulative PSI counter), None until the history spans
+    /// the window or without PSI. A pure function of the recorded ticks and
+    /// `s`, so asking before the tick ([`Self::kill_wanted`]) and within it
+    /// gives the same answer.
+    fn psi_some_window(&self, s: &DomainSample) -> Option<f64> {
+        let now_total = s.psi_some_total_us?;
+        let window = self.cfg.killer.capacity_stall_window_ms;
+        let &(t, total) = self
+            .psi_history
+            .iter()
+            .rev()
+            .find(|(t, _)| s.now_ms.saturating_sub(*t) >= window)?;
+        killer::stall_percent(total, now_total, s.now_ms - t)
+    }
+
+    /// Keeps the tick's PSI counter for the stall window: what is older
+    /// than the newest sample a full window back is dropped.
+    pub(super) fn record_psi(&mut self, s: &DomainSample) {
+        let Some(total) = s.psi_some_total_us else {
+            self.psi_history.clear();
+            return;
+        };
+        if self.psi_history.back().is_some_and(|&(t, _)| t >= s.now_ms) {
+            return;
+        }
+        self.psi_history.push_back((s.now_ms, total));
+        let window = self.cfg.killer.capacity_stall_window_ms;
+        while self.psi_history.len() > 1 && s.now_ms.saturating_sub(self.psi_history[1].0) >= window
+        {
+            self.psi_history.pop_front();
         }
     }
 

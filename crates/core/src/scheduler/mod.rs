@@ -65,6 +65,11 @@ pub struct DomainSample {
     pub swap_free_bytes: u64,
     /// PSI memory "some" avg10, percent (None when PSI is unavailable).
     pub psi_some_avg10: Option<f64>,
+    /// PSI memory "some" cumulative stall, µs (the file's `total=`; None
+    /// when PSI is unavailable). The killer derives the stall over its
+    /// own window from two samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psi_some_total_us: Option<u64>,
     /// Cumulative pages faulted back after eviction
     /// (`workingset_refault_anon + workingset_refault_file`).
     #[serde(default)]
@@ -335,6 +340,9 @@ pub struct Scheduler {
     fg_notified: bool,
     last_kill_ms: Option<u64>,
     last_kill_reason: Option<Reason>,
+    /// (ms, cumulative PSI some µs) of recent ticks, oldest first: the
+    /// killer's stall window (`killer.capacity_stall_window_ms`).
+    psi_history: VecDeque<(u64, u64)>,
     ef_reapply_at_ms: u64,
     /// Efficiency-first is in force in the controller but yields to the
     /// kernel's balance: reclaimable page cache ran out.
@@ -399,6 +407,7 @@ impl Scheduler {
             fg_notified: false,
             last_kill_ms: None,
             last_kill_reason: None,
+            psi_history: VecDeque::new(),
             ef_reapply_at_ms: 0,
             ef_yielded: false,
             protecting: BTreeSet::new(),
@@ -634,6 +643,7 @@ impl Scheduler {
         if !yielded && self.kill_wanted(s).is_ok() {
             self.kill_step(s, procs, m.kill());
         }
+        self.record_psi(s);
     }
 
     /// Forgets everything about the running apps (a device reset: every app
@@ -653,6 +663,7 @@ impl Scheduler {
         self.fg_notified = false;
         self.last_kill_ms = None;
         self.last_kill_reason = None;
+        self.psi_history.clear();
         self.ef_reapply_at_ms = 0;
         self.ef_yielded = false;
         self.protecting.clear();

@@ -652,3 +652,50 @@ fn launch_readahead_is_raised_while_launches_stream_and_restored_after() {
         assert!(readaheads(&r).is_empty(), "{name}");
     }
 }
+
+#[test]
+fn capacity_stall_is_measured_over_the_window_and_waits_a_window_after_a_kill() {
+    let mut s = sched(cfg("appflow"));
+    let mut r = Recorder::default();
+    // 1 GiB domain, 500 MiB available (not low), mostly anonymous, swap
+    // full; the stall comes from the cumulative PSI counter.
+    let smp = |now_ms: u64, total_us: u64| DomainSample {
+        swap_total_bytes: 100 * MIB,
+        swap_free_bytes: 0,
+        psi_some_avg10: Some(0.0),
+        psi_some_total_us: Some(total_us),
+        ..sample(now_ms, 0, 500)
+    };
+    let procs = vec![proc_(10, "a", 400), proc_(11, "b", 120)];
+    let t0 = 40 * 60 * 1000;
+    // No window yet: avg10 (0 %) decides.
+    assert_eq!(s.kill_wanted(&smp(t0, 0)), Err(Reason::KillNotNeeded));
+    s.record_psi(&smp(t0, 0));
+    s.record_psi(&smp(t0 + 500, 0));
+    // 100 ms of stall in the last second: 10 %, above lmkd's 7 %.
+    let at = smp(t0 + 1000, 100_000);
+    assert_eq!(s.kill_wanted(&at), Ok(Reason::KillHighestNetFreed));
+    assert_eq!(s.kill_step(&at, &procs, &mut r).as_deref(), Some("a"));
+    s.record_psi(&at);
+    // Past the settle time, still stalled, but the window reaches back
+    // before the kill: wait.
+    let later = smp(t0 + 1600, 160_000);
+    assert_eq!(s.kill_wanted(&later), Err(Reason::KillNotNeeded));
+    s.record_psi(&later);
+    // A whole window after the kill: its own stall decides (10 %, then 3 %).
+    assert_eq!(
+        s.kill_wanted(&smp(t0 + 2000, 200_000)),
+        Ok(Reason::KillHighestNetFreed)
+    );
+    assert_eq!(
+        s.kill_wanted(&smp(t0 + 2000, 100_000 + 30_000)),
+        Err(Reason::KillNotNeeded)
+    );
+    // Without the cumulative counter, avg10 is the measure.
+    let no_total = DomainSample {
+        psi_some_total_us: None,
+        psi_some_avg10: Some(9.0),
+        ..smp(t0 + 2000, 0)
+    };
+    assert_eq!(s.kill_wanted(&no_total), Ok(Reason::KillHighestNetFreed));
+}

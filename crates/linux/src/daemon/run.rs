@@ -86,9 +86,9 @@ pub fn sample_domain(
     proc_root: &Path,
     now_ms: u64,
 ) -> anyhow::Result<DomainSample> {
-    let psi = readers::read_psi_memory(proc_root)
-        .ok()
-        .map(|p| p.some_avg10);
+    let psi_sys = readers::read_psi_memory(proc_root).ok();
+    let psi = psi_sys.map(|p| p.some_avg10);
+    let psi_total = psi_sys.map(|p| p.some_total_us);
     // Swap is the system's in both modes (the domain pages out to it): its
     // areas' free slots, a zram pool's cap counted (the pool can refuse
     // writes while slots are free); /proc/meminfo's SwapFree when
@@ -114,6 +114,7 @@ pub fn sample_domain(
                 swap_total_bytes,
                 swap_free_bytes,
                 psi_some_avg10: psi,
+                psi_some_total_us: psi_total,
                 refault_pages: v.refaults(),
                 steal_pages: v.steals(),
                 steal_kswapd_pages: v.steals_kswapd(),
@@ -127,9 +128,9 @@ pub fn sample_domain(
                 None => (m.total_kb * 1024, m.available_kb * 1024),
             };
             // v2 has per-cgroup PSI; v1 uses the system's.
-            let psi = match cg.pressure() {
-                Ok(Some(p)) => Some(p.some_avg10),
-                _ => psi,
+            let (psi, psi_total) = match cg.pressure() {
+                Ok(Some(p)) => (Some(p.some_avg10), Some(p.some_total_us)),
+                _ => (psi, psi_total),
             };
             // Reclaim counters: the cgroup's re-faults; its reclaimed pages
             // on v2 (`pgsteal`), the system's on v1 (not reported per
@@ -151,6 +152,7 @@ pub fn sample_domain(
                 swap_total_bytes,
                 swap_free_bytes,
                 psi_some_avg10: psi,
+                psi_some_total_us: psi_total,
                 refault_pages: st.workingset_refault,
                 steal_pages,
                 steal_kswapd_pages: v.as_ref().map_or(0, |v| v.steals_kswapd()),
