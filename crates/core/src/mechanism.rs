@@ -55,19 +55,38 @@ pub trait PreloadMechanism {
     fn pause_touch(&mut self, paused: bool) -> Result<(), MechError>;
     /// Bytes currently held, all apps.
     fn held_bytes(&self) -> u64;
+    /// A foreground window of `app` begins (its launch, or a switch back to
+    /// it), in its processes `procs` (identities: a mechanism acts on a
+    /// process only while that PID still has that start time). A mechanism
+    /// that observes windows notes what of them is out of memory now (ASAP's
+    /// feedback, the ASAP paper). Called before [`Self::prepage`].
+    fn start_window(&mut self, app: &str, procs: &[ProcId]) -> Result<(), MechError> {
+        let _ = (app, procs);
+        Ok(())
+    }
     /// Prepages `app`'s switch footprint at idle priority (ASAP, the ASAP paper):
-    /// up to `plan.anon_bytes` of its processes' swapped-out anonymous pages
-    /// and `plan.file_bytes` of the evicted pages of files it used, from the
-    /// mechanism's page-level candidate table. Returns the bytes requested.
-    fn prepage(&mut self, app: &str, plan: &PrepagePlan) -> Result<u64, MechError> {
-        let _ = (app, plan);
+    /// up to `plan.anon_bytes` of its processes' (`procs`) swapped-out
+    /// anonymous pages and `plan.file_bytes` of the evicted pages of files it
+    /// used, from the mechanism's page-level candidate table. Returns the
+    /// bytes requested.
+    fn prepage(
+        &mut self,
+        app: &str,
+        procs: &[ProcId],
+        plan: &PrepagePlan,
+    ) -> Result<u64, MechError> {
+        let _ = (app, procs, plan);
         Err(MechError::Unsupported("switch prepaging".into()))
     }
     /// What `app`'s last foreground window (its switch, or the cold launch
-    /// before its first switch) brought back, once; None when nothing was
-    /// observed.
-    fn switch_observation(&mut self, app: &str) -> Result<Option<SwitchObservation>, MechError> {
-        let _ = app;
+    /// before its first switch) brought back, once, in its processes `procs`
+    /// at the window's end; None when nothing was observed.
+    fn switch_observation(
+        &mut self,
+        app: &str,
+        procs: &[ProcId],
+    ) -> Result<Option<SwitchObservation>, MechError> {
+        let _ = (app, procs);
         Ok(None)
     }
 }
@@ -134,8 +153,14 @@ pub enum Call {
     Drop { path: String, offset: u64, len: u64 },
     /// `kill`.
     Kill { pid: u32, reason: Reason },
+    /// `start_window`.
+    Window { app: String, procs: Vec<ProcId> },
     /// `prepage`.
-    Prepage { app: String, plan: PrepagePlan },
+    Prepage {
+        app: String,
+        procs: Vec<ProcId>,
+        plan: PrepagePlan,
+    },
     /// `set_reclaim_step`.
     ReclaimStep(u32),
 }
@@ -185,14 +210,32 @@ impl PreloadMechanism for Recorder {
     fn held_bytes(&self) -> u64 {
         self.held.values().sum()
     }
-    fn prepage(&mut self, app: &str, plan: &PrepagePlan) -> Result<u64, MechError> {
+    fn start_window(&mut self, app: &str, procs: &[ProcId]) -> Result<(), MechError> {
+        self.calls.push(Call::Window {
+            app: app.into(),
+            procs: procs.to_vec(),
+        });
+        Ok(())
+    }
+    fn prepage(
+        &mut self,
+        app: &str,
+        procs: &[ProcId],
+        plan: &PrepagePlan,
+    ) -> Result<u64, MechError> {
         self.calls.push(Call::Prepage {
             app: app.into(),
+            procs: procs.to_vec(),
             plan: *plan,
         });
         Ok(plan.anon_bytes + plan.file_bytes)
     }
-    fn switch_observation(&mut self, app: &str) -> Result<Option<SwitchObservation>, MechError> {
+    fn switch_observation(
+        &mut self,
+        app: &str,
+        procs: &[ProcId],
+    ) -> Result<Option<SwitchObservation>, MechError> {
+        let _ = procs;
         Ok(self.observations.remove(app))
     }
 }

@@ -625,11 +625,12 @@ impl Runtime {
             cfg.preload.core.touch_interval_ms.to_string(),
         ]);
         let worker_spawn = (worker_cmd.program.clone(), worker_args, placement);
-        let worker = if cfg.preload_active() && !dry {
+        let mut worker = if cfg.preload_active() && !dry {
             WorkerClient::spawn(&worker_spawn.0, &worker_spawn.1, &worker_spawn.2)?
         } else {
             WorkerClient::dry_run()
         };
+        worker.set_proc_root(&proc_root);
         // Never app processes: the daemon, its ancestors (a system domain
         // holds them too), and below the worker.
         let mut self_pids = ancestors(&proc_root, std::process::id());
@@ -807,6 +808,7 @@ impl Runtime {
                 self.sched.worker_restarted();
                 self.worker.shutdown();
                 self.worker = w;
+                self.worker.set_proc_root(&self.cfg.daemon.proc_root);
             }
             Err(e) => tracing::error!(error = %e, "preload worker exited and cannot be restarted"),
         }
@@ -1018,6 +1020,9 @@ impl Runtime {
             changed_settings: self.reclaim.journal().entries().len() as u64,
             page_out_calls: self.reclaim.page_out_calls,
             page_out_errors: self.reclaim.page_out_errors.clone(),
+            prepaged_bytes: ws.prepaged_bytes,
+            prepage_precision: self.sched.switch_feedback().precision(),
+            prepage_recall: self.sched.switch_feedback().recall(),
         }
     }
 
@@ -1103,6 +1108,23 @@ impl Runtime {
                 "last_load": ws.last_load,
                 "worker_pid": ws.pid,
                 "worker_alive": ws.alive,
+            },
+            "prepage": {
+                "switches_prepaged": st.prepage_calls,
+                "requested_bytes": st.prepage_requested_bytes,
+                "bounded_by_room": st.prepage_bounded,
+                "bounded_out_bytes": st.prepage_bounded_bytes,
+                "room_bytes": self.sched.room(),
+                "advised_bytes": ws.prepaged_bytes,
+                "jobs_done": ws.prepage_jobs,
+                "precision": self.sched.switch_feedback().precision(),
+                "recall": self.sched.switch_feedback().recall(),
+                "feedback_bytes": {
+                    "prepaged": self.sched.switch_feedback().prepaged,
+                    "used": self.sched.switch_feedback().used,
+                    "footprint": self.sched.switch_feedback().footprint,
+                },
+                "windows": self.worker.switch_stats(),
             },
             "foreground": self.sched.foreground(),
             "detect": self.detection.as_ref().map(|d| {
