@@ -238,6 +238,14 @@ pub fn build(
                 json!(dpeak.iter().max().copied().unwrap_or(0)),
             );
         }
+        let prepage: Vec<&serde_json::Value> = ok
+            .iter()
+            .filter_map(|m| m.daemon_prepage.as_ref())
+            .collect();
+        if !prepage.is_empty() {
+            // The daemon's switch prepaging per repetition (status `prepage`).
+            extra.insert("prepage_per_rep".into(), json!(prepage));
+        }
         extra.insert(
             "zram_orig_bytes_max".into(),
             json!(ok.iter().map(|m| m.zram.orig_data_bytes).max().unwrap_or(0)),
@@ -426,6 +434,7 @@ mod tests {
             survivors: 4,
             preload_peak_bytes: 7,
             daemon_standby_peak_bytes: None,
+            daemon_prepage: None,
             zram: crate::live::ZramStats {
                 orig_data_bytes: 1,
                 pool_bytes: 2,

@@ -293,6 +293,11 @@ pub struct Measurement {
     pub preload_peak_bytes: u64,
     /// Peak standby bytes the daemon reports holding (status `preload.standby_bytes`).
     pub daemon_standby_peak_bytes: Option<u64>,
+    /// The daemon's switch prepaging at the end of the session (status
+    /// `prepage`: switches prepaged, bytes asked and advised, precision,
+    /// recall), for policies that prepage switches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daemon_prepage: Option<serde_json::Value>,
     /// zram at the end of the load.
     pub zram: ZramStats,
     /// The domain at the target's launch (target-launch scenarios).
@@ -316,6 +321,8 @@ pub struct SessionEnd {
     pub preload_peak_bytes: u64,
     /// Peak standby bytes the daemon reported.
     pub daemon_standby_peak_bytes: Option<u64>,
+    /// The daemon's status `prepage` before it stopped (prepaging policies).
+    pub daemon_prepage: Option<serde_json::Value>,
 }
 
 /// A session: one policy, one repetition.
@@ -601,7 +608,18 @@ impl<'a> Session<'a> {
     pub fn end(mut self) -> Result<SessionEnd> {
         self.reap();
         let delta = counters::delta(&self.start, &self.bed.sample());
+        let mut daemon_prepage = None;
         if let Some(mut d) = self.daemon.take() {
+            // Switch prepaging's counters, for the policies that prepage.
+            if let Ok(v) = d.request(r#"{"cmd":"status"}"#) {
+                let prepaging = v["policy"]
+                    .as_str()
+                    .and_then(|n| appflow_core::policy::lookup(n).ok())
+                    .is_some_and(|p| p.switch == appflow_core::policy::SwitchStrategy::Prepage);
+                if prepaging {
+                    daemon_prepage = Some(v["prepage"].clone());
+                }
+            }
             d.stop();
         }
         if let Some(r) = self.daemon_res.take() {
@@ -616,6 +634,7 @@ impl<'a> Session<'a> {
             foreground_killed: self.fg_killed,
             preload_peak_bytes: self.preload_peak,
             daemon_standby_peak_bytes: self.daemon_standby_peak,
+            daemon_prepage,
         })
     }
 }
@@ -781,6 +800,7 @@ pub fn measurement(policy: Policy, scenario: Scenario, rep: u32) -> Measurement 
         survivors: 0,
         preload_peak_bytes: 0,
         daemon_standby_peak_bytes: None,
+        daemon_prepage: None,
         zram: ZramStats::default(),
         at_launch: None,
         timeline: Vec::new(),
@@ -791,6 +811,7 @@ pub fn measurement(policy: Policy, scenario: Scenario, rep: u32) -> Measurement 
 fn finish(m: &mut Measurement, s: Session<'_>) -> Result<()> {
     let end = s.end()?;
     m.daemon_standby_peak_bytes = end.daemon_standby_peak_bytes;
+    m.daemon_prepage = end.daemon_prepage;
     m.delta = end.delta;
     m.killed = end.killed;
     m.foreground_killed = end.foreground_killed;

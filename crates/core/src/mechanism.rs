@@ -72,19 +72,38 @@ pub trait PreloadMechanism {
         let _ = (paths, procs, bytes);
         Err(MechError::Unsupported("launch readahead".into()))
     }
+    /// A foreground window of `app` begins (its launch, or a switch back to
+    /// it), in its processes `procs` (identities: a mechanism acts on a
+    /// process only while that PID still has that start time). A mechanism
+    /// that observes windows notes what of them is out of memory now (ASAP's
+    /// feedback, the ASAP paper). Called before [`Self::prepage`].
+    fn start_window(&mut self, app: &str, procs: &[ProcId]) -> Result<(), MechError> {
+        let _ = (app, procs);
+        Ok(())
+    }
     /// Prepages `app`'s switch footprint at idle priority (ASAP, the ASAP paper):
-    /// up to `plan.anon_bytes` of its processes' swapped-out anonymous pages
-    /// and `plan.file_bytes` of the evicted pages of files it used, from the
-    /// mechanism's page-level candidate table. Returns the bytes requested.
-    fn prepage(&mut self, app: &str, plan: &PrepagePlan) -> Result<u64, MechError> {
-        let _ = (app, plan);
+    /// up to `plan.anon_bytes` of its processes' (`procs`) swapped-out
+    /// anonymous pages and `plan.file_bytes` of the evicted pages of files it
+    /// used, from the mechanism's page-level candidate table. Returns the
+    /// bytes requested.
+    fn prepage(
+        &mut self,
+        app: &str,
+        procs: &[ProcId],
+        plan: &PrepagePlan,
+    ) -> Result<u64, MechError> {
+        let _ = (app, procs, plan);
         Err(MechError::Unsupported("switch prepaging".into()))
     }
     /// What `app`'s last foreground window (its switch, or the cold launch
-    /// before its first switch) brought back, once; None when nothing was
-    /// observed.
-    fn switch_observation(&mut self, app: &str) -> Result<Option<SwitchObservation>, MechError> {
-        let _ = app;
+    /// before its first switch) brought back, once, in its processes `procs`
+    /// at the window's end; None when nothing was observed.
+    fn switch_observation(
+        &mut self,
+        app: &str,
+        procs: &[ProcId],
+    ) -> Result<Option<SwitchObservation>, MechError> {
+        let _ = (app, procs);
         Ok(None)
     }
 }
@@ -151,8 +170,14 @@ pub enum Call {
     Drop { path: String, offset: u64, len: u64 },
     /// `kill`.
     Kill { pid: u32, reason: Reason },
+    /// `start_window`.
+    Window { app: String, procs: Vec<ProcId> },
     /// `prepage`.
-    Prepage { app: String, plan: PrepagePlan },
+    Prepage {
+        app: String,
+        procs: Vec<ProcId>,
+        plan: PrepagePlan,
+    },
     /// `set_reclaim_step`.
     ReclaimStep(u32),
     /// `set_launch_readahead`: the files' paths and the readahead (None: restored).
@@ -207,14 +232,32 @@ impl PreloadMechanism for Recorder {
     fn held_bytes(&self) -> u64 {
         self.held.values().sum()
     }
-    fn prepage(&mut self, app: &str, plan: &PrepagePlan) -> Result<u64, MechError> {
+    fn start_window(&mut self, app: &str, procs: &[ProcId]) -> Result<(), MechError> {
+        self.calls.push(Call::Window {
+            app: app.into(),
+            procs: procs.to_vec(),
+        });
+        Ok(())
+    }
+    fn prepage(
+        &mut self,
+        app: &str,
+        procs: &[ProcId],
+        plan: &PrepagePlan,
+    ) -> Result<u64, MechError> {
         self.calls.push(Call::Prepage {
             app: app.into(),
+            procs: procs.to_vec(),
             plan: *plan,
         });
         Ok(plan.anon_bytes + plan.file_bytes)
     }
-    fn switch_observation(&mut self, app: &str) -> Result<Option<SwitchObservation>, MechError> {
+    fn switch_observation(
+        &mut self,
+        app: &str,
+        procs: &[ProcId],
+    ) -> Result<Option<SwitchObservation>, MechError> {
+        let _ = procs;
         Ok(self.observations.remove(app))
     }
     fn set_launch_readahead(

@@ -84,6 +84,23 @@ impl PrepagePlan {
     pub fn is_empty(&self) -> bool {
         self.anon_bytes == 0 && self.file_bytes == 0
     }
+
+    /// The plan cut to at most `room` bytes in all, both kinds scaled by
+    /// the same factor (the estimator's mix of anonymous and file pages is
+    /// kept). Prepaged pages are memory the switch takes at once, so like a
+    /// launch stream they never exceed the room above the killer's trigger
+    /// level (the scheduler's rule for everything it brings in).
+    pub fn bounded(&self, room: u64) -> PrepagePlan {
+        let total = self.anon_bytes as u128 + self.file_bytes as u128;
+        if total <= room as u128 {
+            return *self;
+        }
+        let scale = |b: u64| (b as u128 * room as u128 / total) as u64;
+        PrepagePlan {
+            anon_bytes: scale(self.anon_bytes),
+            file_bytes: scale(self.file_bytes),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -217,5 +234,29 @@ mod tests {
         assert_eq!(t.windows("A"), 2);
         t.forget("A");
         assert!(t.plan("A").is_empty());
+    }
+
+    #[test]
+    fn a_plan_is_bounded_by_the_room_keeping_its_mix() {
+        let p = PrepagePlan {
+            anon_bytes: 300,
+            file_bytes: 100,
+        };
+        assert_eq!(p.bounded(400), p);
+        assert_eq!(p.bounded(u64::MAX), p);
+        assert_eq!(
+            p.bounded(200),
+            PrepagePlan {
+                anon_bytes: 150,
+                file_bytes: 50
+            }
+        );
+        assert!(p.bounded(0).is_empty());
+        let big = PrepagePlan {
+            anon_bytes: u64::MAX,
+            file_bytes: u64::MAX,
+        };
+        let b = big.bounded(1000);
+        assert!(b.anon_bytes + b.file_bytes <= 1000);
     }
 }

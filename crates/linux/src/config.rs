@@ -518,9 +518,13 @@ impl Config {
         }
     }
 
-    /// Whether the preloader runs (a worker is needed).
+    /// Whether the preloader runs (a worker is needed): file preloading, or
+    /// switch prepaging (ASAP: the worker advises the pages).
     pub fn preload_active(&self) -> bool {
-        self.scheduler_config().preload_strategy() != appflow_core::policy::PreloadStrategy::None
+        let c = self.scheduler_config();
+        c.preload_strategy() != appflow_core::policy::PreloadStrategy::None
+            || (c.preload_enabled
+                && c.policy.switch == appflow_core::policy::SwitchStrategy::Prepage)
     }
 }
 
@@ -594,6 +598,22 @@ mod tests {
     }
 
     #[test]
+    fn switch_prepaging_policies_run_and_start_the_worker() {
+        for p in ["asap", "appflow+asap"] {
+            let c = Config::from_toml(&format!("[daemon]\npolicy = \"{p}\"\n"), "<t>").unwrap();
+            assert!(c.preload_active(), "{p}");
+            let off = Config::from_toml(
+                &format!("[daemon]\npolicy = \"{p}\"\n[preload]\nenabled = false\n"),
+                "<t>",
+            )
+            .unwrap();
+            assert!(!off.preload_active(), "{p}");
+        }
+        let c = Config::from_toml("[daemon]\npolicy = \"pmr\"\n", "<t>").unwrap();
+        assert!(!c.preload_active());
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let cases = [
             ("[daemon]\ntick_ms = 0\n", "daemon.tick_ms"),
@@ -603,7 +623,6 @@ mod tests {
             ("[daemon]\npolicy = \"fast\"\n", "daemon.policy"),
             ("[daemon]\npolicy = \"acclaim\"\n", "daemon.policy"),
             ("[daemon]\npolicy = \"ariadne\"\n", "daemon.policy"),
-            ("[daemon]\npolicy = \"asap\"\n", "daemon.policy"),
             ("[killer]\nprotected = 3\n", "killer.protected"),
             (
                 "[killer]\nprotected_cgroups = \"/sys/fs/cgroup/memory/x\"\n",

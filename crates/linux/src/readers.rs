@@ -16,6 +16,7 @@
 
 pub mod demand;
 mod memcg;
+pub mod pagemap;
 mod swap;
 
 pub use memcg::{

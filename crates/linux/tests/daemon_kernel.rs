@@ -13,7 +13,8 @@
 #[macro_use]
 mod support;
 use support::{
-    daemon_bin, die_with_parent, random_tag, residency, spawn_in_with, wait_for, Proc, CG_ROOT,
+    daemon_bin, die_with_parent, random_tag, residency, spawn_in_with, wait_for, Proc, TestSwap,
+    CG_ROOT,
 };
 
 use serde_json::Value;
@@ -1047,61 +1048,6 @@ fn notify_cli_confirms_on_stdout_and_exits_2_for_an_unknown_app() {
         names.contains(&"newapp") && !names.contains(&"nosuchapp"),
         "{names:?}"
     );
-}
-
-/// Swap for a test: the machine's when it has some, else a zram device of
-/// our own (hot-added, removed on drop). `Err` is the reason to skip.
-struct TestSwap {
-    zram: Option<u32>,
-}
-
-impl TestSwap {
-    fn ensure(bytes: u64) -> Result<Self, String> {
-        let swaps =
-            std::fs::read_to_string("/proc/swaps").map_err(|e| format!("/proc/swaps: {e}"))?;
-        if swaps.lines().count() > 1 {
-            return Ok(Self { zram: None });
-        }
-        Self::own(bytes)
-    }
-
-    /// A zram swap device of the test's own, whatever the machine has
-    /// (another tool's swap may come and go during the test).
-    fn own(bytes: u64) -> Result<Self, String> {
-        let n: u32 = std::fs::read_to_string("/sys/class/zram-control/hot_add")
-            .map_err(|e| format!("no zram to hot-add: {e}"))?
-            .trim()
-            .parse()
-            .map_err(|e| format!("zram hot_add: {e}"))?;
-        let me = Self { zram: Some(n) };
-        let dev = format!("/dev/zram{n}");
-        std::fs::write(format!("/sys/block/zram{n}/disksize"), bytes.to_string())
-            .map_err(|e| format!("zram{n} disksize: {e}"))?;
-        for (prog, args) in [
-            ("mkswap", vec![dev.as_str()]),
-            ("swapon", vec![dev.as_str()]),
-        ] {
-            let st = Command::new(prog)
-                .args(&args)
-                .stdout(Stdio::null())
-                .status()
-                .map_err(|e| format!("{prog}: {e}"))?;
-            if !st.success() {
-                return Err(format!("{prog} {dev} failed: {st}"));
-            }
-        }
-        Ok(me)
-    }
-}
-
-impl Drop for TestSwap {
-    fn drop(&mut self) {
-        if let Some(n) = self.zram {
-            let dev = format!("/dev/zram{n}");
-            let _ = Command::new("swapoff").arg(&dev).status();
-            let _ = std::fs::write("/sys/class/zram-control/hot_remove", n.to_string());
-        }
-    }
 }
 
 fn swap_kb(pid: u32) -> u64 {

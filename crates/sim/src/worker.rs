@@ -409,7 +409,14 @@ impl PreloadMechanism for Sim<'_> {
 
     /// ASAP: the switch's prepaging job, bounded by what of the app is out
     /// of memory (its zram pages, its evicted launch-file pages).
-    fn prepage(&mut self, app: &str, plan: &PrepagePlan) -> Result<u64, MechError> {
+    /// (The simulated phone knows each app's pages without its processes;
+    /// its window starts with the launch or switch itself.)
+    fn prepage(
+        &mut self,
+        app: &str,
+        _procs: &[ProcId],
+        plan: &PrepagePlan,
+    ) -> Result<u64, MechError> {
         let a = self.app_index(app)?;
         self.mark_touched(a);
         let s = &self.st[a];
@@ -440,7 +447,11 @@ impl PreloadMechanism for Sim<'_> {
         Ok(1)
     }
 
-    fn switch_observation(&mut self, app: &str) -> Result<Option<SwitchObservation>, MechError> {
+    fn switch_observation(
+        &mut self,
+        app: &str,
+        _procs: &[ProcId],
+    ) -> Result<Option<SwitchObservation>, MechError> {
         let a = self.app_index(app)?;
         let w = std::mem::take(&mut self.st[a].window);
         let b = |p: u64| p * PAGE_BYTES;

@@ -8,7 +8,7 @@ use super::*;
 pub const POLICY: Policy = Policy {
     name: "appflow+asap",
     aliases: &["asap+appflow"],
-    summary: "AppFlow plus ASAP's switch prepaging (simulator only for now; the AppFlow and ASAP papers)",
+    summary: "AppFlow plus ASAP's switch prepaging (the AppFlow and ASAP papers)",
     preload: PreloadStrategy::Selective,
     reclaim: ReclaimStrategy::Adaptive,
     killer: KillerStrategy::NetFreed,

@@ -10,7 +10,7 @@ use super::*;
 pub const POLICY: Policy = Policy {
     name: "asap",
     aliases: &[],
-    summary: "ASAP: prepage the switch footprint at switch start, idle priority, with precision/recall feedback (simulator only for now) (the ASAP paper)",
+    summary: "ASAP: prepage the switch footprint at switch start, idle priority, with precision/recall feedback (the ASAP paper)",
     preload: PreloadStrategy::None,
     reclaim: ReclaimStrategy::Kernel,
     killer: KillerStrategy::Kernel,

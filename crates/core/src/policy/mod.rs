@@ -173,15 +173,10 @@ impl Policy {
     /// and the testbed), if it cannot. A policy with a kernel variant but
     /// also a user-space half (PMR's batched page-out) runs its user-space
     /// half there (so does the re-fault policy's step controller); one that
-    /// is only a kernel change (Acclaim, Ariadne) cannot. Switch prepaging (ASAP) has no live
-    /// mechanism yet (docs/peers.md).
+    /// is only a kernel change (Acclaim, Ariadne) cannot. Switch prepaging
+    /// (ASAP) is user space: pagemap windows and `MADV_WILLNEED`
+    /// (docs/peers.md).
     pub fn needs_kernel_change(&self) -> Option<String> {
-        if self.switch == SwitchStrategy::Prepage {
-            return Some(format!(
-                "policy {:?} prepages app switches (ASAP), which the daemon has no live mechanism for yet (docs/peers.md); it runs in the simulator only",
-                self.name
-            ));
-        }
         let what = self.kernel.kernel_change()?;
         if self.has_user_space() {
             return None;
@@ -336,8 +331,9 @@ mod tests {
             let p = lookup(n).unwrap();
             assert_eq!(p.switch, SwitchStrategy::Prepage, "{n}");
             assert!(p.kernel_part().is_none(), "{n}");
-            // No live prepaging mechanism yet: simulator only, and it says why.
-            assert!(p.needs_kernel_change().unwrap().contains("prepages"), "{n}");
+            // Switch prepaging is user space: it runs on a real kernel.
+            assert!(p.needs_kernel_change().is_none(), "{n}");
+            assert!(p.has_user_space(), "{n}");
         }
         assert_eq!(
             lookup("appflow+asap").unwrap().modules(),

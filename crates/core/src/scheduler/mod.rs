@@ -307,6 +307,9 @@ struct AppState {
     launching_since: Option<u64>,
     /// Processes announced with an event, by identity.
     procs: BTreeSet<ProcId>,
+    /// Processes the driver attributed to the app in the latest tick
+    /// (kept only by policies that prepage switches).
+    seen: BTreeSet<ProcId>,
 }
 
 const DECISIONS_KEPT: usize = 64;
@@ -634,6 +637,7 @@ impl Scheduler {
         m: &mut dyn Mechanisms,
     ) {
         self.prune_announced(procs);
+        self.note_app_procs(procs);
         self.preload_step(s.now_ms, now_unix_ms, m.preload());
         self.reclaim_step(s, procs, m.reclaim());
         self.proactive_step(s, procs, m.reclaim());
@@ -688,6 +692,16 @@ impl Scheduler {
         }
     }
 
+    /// The processes of `app` the scheduler knows, by identity: those
+    /// announced with its events and those the driver attributed to it in
+    /// the latest tick.
+    pub fn app_proc_ids(&self, app: &str) -> Vec<ProcId> {
+        self.apps
+            .get(app)
+            .map(|a| a.procs.union(&a.seen).copied().collect())
+            .unwrap_or_default()
+    }
+
     /// Handles an app event. Errors are the reply's message.
     pub fn notify(
         &mut self,
@@ -714,6 +728,7 @@ impl Scheduler {
                 self.foreground = Some(app.to_string());
                 self.fg_notified = true;
                 self.standby_dirty = true;
+                self.start_window(app, now_ms, preload);
                 reply = self.start_launch(app, now_ms, preload);
             }
             EventKind::Launched => {
@@ -723,10 +738,15 @@ impl Scheduler {
             }
             EventKind::Foreground => {
                 st.last_used_ms = Some(now_ms);
+                // Already in front (a launcher's "foreground" after the
+                // launch): its window goes on, it is no switch.
+                let switch = self.foreground.as_deref() != Some(app);
                 self.foreground = Some(app.to_string());
                 self.fg_notified = true;
                 self.standby_dirty = true;
-                self.start_switch(app, now_ms, preload);
+                if switch {
+                    self.start_switch(app, now_ms, preload);
+                }
                 reply = format!("{app} is foreground");
             }
             EventKind::Background => {

@@ -134,8 +134,10 @@ impl Scheduler {
         !self.any_launching() && self.controller.mode() == ReclaimMode::Normal
     }
 
-    /// Room for preloading now (unbounded before the first sample).
-    fn room(&self) -> u64 {
+    /// Room for preloading (and switch prepaging) now: the memory
+    /// available above the killer's trigger level at the latest sample
+    /// (unbounded before the first sample).
+    pub fn room(&self) -> u64 {
         match &self.last_sample {
             Some(s) => s
                 .avail_bytes

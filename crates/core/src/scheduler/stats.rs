@@ -37,6 +37,11 @@ pub struct Stats {
     pub prepage_calls: u64,
     /// Bytes asked to be prepaged.
     pub prepage_requested_bytes: u64,
+    /// Switches with a footprint to prepage, cut down by the room above
+    /// the killer's trigger level (to nothing, or to less than wanted).
+    pub prepage_bounded: u64,
+    /// Footprint bytes the room left out.
+    pub prepage_bounded_bytes: u64,
     /// Anonymous bytes paged out ahead of bursts (PMR's user-space half).
     pub proactive_bytes: u64,
     /// Launch protections released early under memory pressure.

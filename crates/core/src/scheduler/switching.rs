@@ -25,21 +25,75 @@ impl Scheduler {
         self.footprints.feedback
     }
 
-    /// A running app came back to the foreground: prepage its footprint.
+    /// Remembers which processes the driver attributed to each app this
+    /// tick (the processes a window of the app is observed in).
+    pub(super) fn note_app_procs(&mut self, procs: &[ProcInfo]) {
+        if !self.prepaging() {
+            return;
+        }
+        for a in self.apps.values_mut() {
+            a.seen.clear();
+        }
+        for p in procs {
+            if let Some(a) = p.app.as_ref().and_then(|a| self.apps.get_mut(a)) {
+                a.seen.insert(p.id());
+            }
+        }
+    }
+
+    /// A foreground window of `app` begins (its launch or a switch): the
+    /// mechanism notes what of its processes is out of memory now.
+    pub(super) fn start_window(
+        &mut self,
+        app: &str,
+        now_ms: u64,
+        preload: &mut dyn PreloadMechanism,
+    ) {
+        if !self.prepaging() {
+            return;
+        }
+        let ids = self.app_proc_ids(app);
+        if let Err(e) = preload.start_window(app, &ids) {
+            self.mech_error(now_ms, &format!("switch window of {app}"), &e);
+        }
+    }
+
+    /// A running app came back to the foreground: prepage its footprint,
+    /// at most the room above the killer's trigger level.
     pub(super) fn start_switch(
         &mut self,
         app: &str,
         now_ms: u64,
         preload: &mut dyn PreloadMechanism,
     ) {
+        self.start_window(app, now_ms, preload);
         if !self.prepaging() || self.prepage_unsupported {
             return;
         }
-        let plan = self.footprints.plan(app);
-        if plan.is_empty() {
+        let wanted = self.footprints.plan(app);
+        if wanted.is_empty() {
             return;
         }
-        match preload.prepage(app, &plan) {
+        let plan = wanted.bounded(self.room());
+        if plan != wanted {
+            self.stats.prepage_bounded += 1;
+            self.stats.prepage_bounded_bytes +=
+                (wanted.anon_bytes + wanted.file_bytes) - (plan.anon_bytes + plan.file_bytes);
+        }
+        if plan.is_empty() {
+            self.log(
+                now_ms,
+                "prepage",
+                None,
+                format!(
+                    "{app}: no room to prepage its switch footprint ({} bytes)",
+                    wanted.anon_bytes + wanted.file_bytes
+                ),
+            );
+            return;
+        }
+        let ids = self.app_proc_ids(app);
+        match preload.prepage(app, &ids, &plan) {
             Ok(n) => {
                 self.stats.prepage_calls += 1;
                 self.stats.prepage_requested_bytes += n;
@@ -48,8 +102,10 @@ impl Scheduler {
                     "prepage",
                     None,
                     format!(
-                        "{app}: prepaging {} anonymous + {} file bytes of its switch footprint",
-                        plan.anon_bytes, plan.file_bytes
+                        "{app}: prepaging {} anonymous + {} file bytes of its switch footprint ({} wanted)",
+                        plan.anon_bytes,
+                        plan.file_bytes,
+                        wanted.anon_bytes + wanted.file_bytes
                     ),
                 );
             }
@@ -77,7 +133,8 @@ impl Scheduler {
         if !self.prepaging() {
             return;
         }
-        match preload.switch_observation(app) {
+        let ids = self.app_proc_ids(app);
+        match preload.switch_observation(app, &ids) {
             Ok(Some(o)) if !exited => self.footprints.observe(app, &o),
             Ok(_) => {}
             Err(e) => self.mech_error(now_ms, &format!("switch footprint of {app}"), &e),
@@ -139,7 +196,7 @@ impl Scheduler {
 mod tests {
     use crate::mechanism::{Call, Recorder};
     use crate::prepage::{PrepagePlan, SwitchObservation};
-    use crate::scheduler::{DomainSample, EventKind, ProcInfo, Scheduler};
+    use crate::scheduler::{DomainSample, EventKind, ProcId, ProcInfo, Scheduler};
     use crate::MIB;
 
     fn sched(name: &str) -> Scheduler {
@@ -154,8 +211,25 @@ mod tests {
     fn asap_prepages_the_last_footprint_at_the_next_switch() {
         let mut s = sched("asap");
         let mut r = Recorder::default();
-        ev(&mut s, &mut r, EventKind::Launch, "a", 0);
+        let a = ProcId {
+            pid: 4242,
+            start_time: 77,
+        };
+        s.notify(EventKind::Launch, "a", Some(a), 0, &mut r)
+            .unwrap();
+        // The launch is the app's first window, observed in its process.
+        assert_eq!(
+            r.calls.last(),
+            Some(&Call::Window {
+                app: "a".into(),
+                procs: vec![a]
+            })
+        );
         ev(&mut s, &mut r, EventKind::Launched, "a", 500);
+        // A launcher's "foreground" after the launch continues its window.
+        let n = r.calls.len();
+        ev(&mut s, &mut r, EventKind::Foreground, "a", 600);
+        assert_eq!(r.calls.len(), n, "{:?}", &r.calls[n..]);
         // The first window (the launch) faulted 80 MiB anon + 20 MiB file.
         r.observations.insert(
             "a".into(),
@@ -176,6 +250,7 @@ mod tests {
             r.calls.last(),
             Some(&Call::Prepage {
                 app: "a".into(),
+                procs: vec![a],
                 plan
             })
         );
@@ -198,6 +273,7 @@ mod tests {
             r.calls.last(),
             Some(&Call::Prepage {
                 app: "a".into(),
+                procs: vec![a],
                 plan: PrepagePlan {
                     anon_bytes: 50 * MIB,
                     file_bytes: 10 * MIB
@@ -209,7 +285,67 @@ mod tests {
         ev(&mut s, &mut r, EventKind::Exit, "a", 5000);
         let n = r.calls.len();
         ev(&mut s, &mut r, EventKind::Foreground, "a", 6000);
-        assert_eq!(r.calls.len(), n);
+        assert!(
+            !r.calls[n..]
+                .iter()
+                .any(|c| matches!(c, Call::Prepage { .. })),
+            "{:?}",
+            &r.calls[n..]
+        );
+    }
+
+    #[test]
+    fn a_switch_prepages_at_most_the_room_above_the_killers_trigger() {
+        let mut s = sched("asap");
+        let mut r = Recorder::default();
+        ev(&mut s, &mut r, EventKind::Launch, "a", 0);
+        r.observations.insert(
+            "a".into(),
+            SwitchObservation {
+                demand_anon: 300 * MIB,
+                demand_file: 100 * MIB,
+                ..Default::default()
+            },
+        );
+        ev(&mut s, &mut r, EventKind::Background, "a", 1000);
+        // The processes the driver attributes to the app in a tick are
+        // the ones its windows are observed in.
+        let floor = (s.config().killer.trigger_avail_fraction * (6144 * MIB) as f64) as u64;
+        let mut t = sample(0);
+        t.avail_bytes = floor + 200 * MIB;
+        s.tick(&t, 0, &procs(), &mut r);
+        ev(&mut s, &mut r, EventKind::Foreground, "a", 2000);
+        let last = r.calls.last().unwrap().clone();
+        let Call::Prepage { procs: p, plan, .. } = last else {
+            panic!("{last:?}")
+        };
+        assert_eq!(p, vec![procs()[0].id()]);
+        assert_eq!(
+            plan,
+            PrepagePlan {
+                anon_bytes: 150 * MIB,
+                file_bytes: 50 * MIB
+            }
+        );
+        // No room at all: no prepaging, the window is still observed.
+        r.observations.insert(
+            "a".into(),
+            SwitchObservation {
+                demand_anon: 300 * MIB,
+                ..Default::default()
+            },
+        );
+        ev(&mut s, &mut r, EventKind::Background, "a", 3000);
+        t.avail_bytes = floor / 2;
+        s.tick(&t, 0, &procs(), &mut r);
+        let n = r.calls.len();
+        ev(&mut s, &mut r, EventKind::Foreground, "a", 4000);
+        assert!(
+            matches!(&r.calls[n..], [Call::Window { .. }]),
+            "{:?}",
+            &r.calls[n..]
+        );
+        assert_eq!(s.stats.prepage_calls, 1);
     }
 
     #[test]
@@ -227,7 +363,9 @@ mod tests {
             ev(&mut s, &mut r, EventKind::Background, "a", 0);
             ev(&mut s, &mut r, EventKind::Foreground, "a", 10);
             assert!(
-                !r.calls.iter().any(|c| matches!(c, Call::Prepage { .. })),
+                !r.calls
+                    .iter()
+                    .any(|c| matches!(c, Call::Prepage { .. } | Call::Window { .. })),
                 "{name}"
             );
         }

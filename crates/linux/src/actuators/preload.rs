@@ -16,8 +16,11 @@
 //! reclaimable). The worker exits when its stdin closes (the daemon died):
 //! the kernel drops its mlocks with it.
 
+use super::switching::{SwitchTracker, TrackerStats};
 use appflow_core::mechanism::{Hold, MechError, PreloadMechanism};
 use appflow_core::preload::FileSpan;
+use appflow_core::prepage::{PrepagePlan, SwitchObservation};
+use appflow_core::scheduler::ProcId;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, Write};
@@ -64,9 +67,33 @@ pub enum WorkerCmd {
         /// Paused or not.
         paused: bool,
     },
+    /// Prepage (ASAP's switch prepaging): `process_madvise(MADV_WILLNEED)`
+    /// of `ranges` of the process instance (`pid`, `start_time`), in calls
+    /// of [`PREPAGE_CALL_RANGES`] ranges, reporting progress after each.
+    Prepage {
+        /// App switched to.
+        app: String,
+        /// Job number (progress is reported under it).
+        job: u64,
+        /// Process id.
+        pid: u32,
+        /// Its start time (the pidfd is checked against it).
+        start_time: u64,
+        /// Page-aligned (address, length) ranges in the process.
+        ranges: Vec<(u64, u64)>,
+    },
+    /// The app's switch window is over: stop prepaging for it.
+    EndPrepage {
+        /// App.
+        app: String,
+    },
     /// Exit.
     Quit,
 }
+
+/// Ranges (of at most 16 pages each) per prepaging call: 64 × 16 pages =
+/// 4 MiB, after which the worker reports progress and looks at its queue.
+pub const PREPAGE_CALL_RANGES: usize = 64;
 
 /// A reply from the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -100,6 +127,14 @@ pub struct WorkerReply {
     /// How a load's spans are held (loaded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<Hold>,
+    /// Prepaging job (prepaged; `bytes_read` is then the job's bytes
+    /// advised so far, in the order asked).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub job: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 // ---------------------------------------------------------------- worker side
@@ -383,6 +418,81 @@ impl Worker {
         r
     }
 
+    /// One prepaging job. The process is pinned by a pidfd checked against
+    /// its start time (never a bare pid); the ranges are advised in order
+    /// and the job stops at the first call that fails or advises less than
+    /// asked, so its progress is always a prefix of what was asked. Between
+    /// calls it stops when the app's window ends, the app is released or
+    /// the worker told to quit.
+    #[allow(clippy::too_many_arguments)]
+    fn prepage(
+        &mut self,
+        app: &str,
+        job: u64,
+        pid: u32,
+        start_time: u64,
+        ranges: &[(u64, u64)],
+        rx: &mpsc::Receiver<WorkerCmd>,
+        queue: &mut VecDeque<WorkerCmd>,
+        out: &mut impl Write,
+    ) {
+        let t0 = Instant::now();
+        let mut r = WorkerReply {
+            op: "prepaged".into(),
+            app: app.into(),
+            job,
+            ..Default::default()
+        };
+        let fd = match super::pin_instance(Path::new("/proc"), pid, start_time) {
+            super::Pinned::Fd(fd) => fd,
+            super::Pinned::Gone => {
+                r.op = "prepage_done".into();
+                r.aborted = true;
+                return self.reply(r, out);
+            }
+            super::Pinned::Unavailable => {
+                r.op = "prepage_done".into();
+                r.errors += 1;
+                return self.reply(r, out);
+            }
+        };
+        for chunk in ranges.chunks(PREPAGE_CALL_RANGES) {
+            while let Ok(c) = rx.try_recv() {
+                queue.push_back(c);
+            }
+            if queue.iter().any(|c| match c {
+                WorkerCmd::Quit => true,
+                WorkerCmd::EndPrepage { app: a } | WorkerCmd::Release { app: a, .. } => a == app,
+                _ => false,
+            }) {
+                r.aborted = true;
+                break;
+            }
+            let asked: u64 = chunk.iter().map(|&(_, l)| l).sum();
+            match super::process_madvise(&fd, chunk, super::MADV_WILLNEED) {
+                Ok(n) => {
+                    r.bytes_read += n;
+                    r.ms = t0.elapsed().as_millis() as u64;
+                    if n < asked {
+                        r.errors += 1;
+                        break;
+                    }
+                    self.reply(r.clone(), out);
+                }
+                Err(e) => {
+                    if e != libc::ESRCH {
+                        r.errors += 1;
+                    }
+                    r.aborted = e == libc::ESRCH;
+                    break;
+                }
+            }
+        }
+        r.ms = t0.elapsed().as_millis() as u64;
+        r.op = "prepage_done".into();
+        self.reply(r, out);
+    }
+
     fn release(&mut self, app: &str, hold: Option<Hold>) {
         if let Some(h) = self.apps.get_mut(app) {
             if hold != Some(Hold::Touch) {
@@ -502,6 +612,15 @@ pub fn worker_main(
                 );
             }
             WorkerCmd::PauseTouch { paused: p } => paused = p,
+            WorkerCmd::Prepage {
+                app,
+                job,
+                pid,
+                start_time,
+                ranges,
+            } => w.prepage(&app, job, pid, start_time, &ranges, &rx, &mut queue, output),
+            // A window that ended after its job did: nothing to stop.
+            WorkerCmd::EndPrepage { .. } => {}
             WorkerCmd::Quit => return Ok(()),
         }
     }
@@ -533,6 +652,13 @@ pub struct WorkerStats {
     /// Per app, its last completed launch stream (`Hold::Protect` load):
     /// (the value of `loads` once it completed, bytes read).
     pub last_stream: BTreeMap<String, (u64, u64)>,
+    /// Bytes advised by switch prepaging (`MADV_WILLNEED`), since start.
+    pub prepaged_bytes: u64,
+    /// Prepaging jobs the worker ended (done, stopped or failed).
+    pub prepage_jobs: u64,
+    /// Per open prepaging job: bytes advised so far.
+    #[serde(skip)]
+    pub prepage_progress: BTreeMap<u64, u64>,
     /// False once the worker has exited.
     pub alive: bool,
 }
@@ -559,6 +685,8 @@ pub struct WorkerClient {
     dry_run: bool,
     /// The devices' readahead during launches (None: not offered).
     readahead: Option<super::readahead::LaunchReadahead>,
+    /// ASAP's windows and candidate tables (switch prepaging).
+    switching: SwitchTracker,
 }
 
 impl std::fmt::Debug for WorkerClient {
@@ -576,7 +704,22 @@ fn join_cgroup(dir: &Path, pid: u32) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("moving preload worker {pid} into {}: {e}", procs.display()))
 }
 
+fn default_tracker() -> SwitchTracker {
+    SwitchTracker::new(Path::new("/proc"), crate::recorder::residency::page_bytes())
+}
+
 impl WorkerClient {
+    /// Reads the app processes' pagemaps for switch prepaging under
+    /// `proc_root` (default `/proc`).
+    pub fn set_proc_root(&mut self, proc_root: &Path) {
+        self.switching = SwitchTracker::new(proc_root, crate::recorder::residency::page_bytes());
+    }
+
+    /// The switch tracker's counters.
+    pub fn switch_stats(&self) -> TrackerStats {
+        self.switching.stats
+    }
+
     /// A client that only logs (dry-run): no worker process.
     pub fn dry_run() -> Self {
         Self {
@@ -586,6 +729,7 @@ impl WorkerClient {
             held: BTreeMap::new(),
             dry_run: true,
             readahead: None,
+            switching: default_tracker(),
         }
     }
 
@@ -684,6 +828,18 @@ impl WorkerClient {
                             aborted = r.aborted, errors = r.errors, "preload worker: load done");
                     }
                     "touched" => s.touched_bytes += r.bytes_read,
+                    "prepaged" | "prepage_done" => {
+                        let before = s.prepage_progress.insert(r.job, r.bytes_read);
+                        s.prepaged_bytes += r.bytes_read.saturating_sub(before.unwrap_or(0));
+                        if r.op == "prepage_done" {
+                            s.prepage_jobs += 1;
+                        }
+                        // Reports arriving after their window ended are
+                        // never taken: keep the most recent jobs only.
+                        while s.prepage_progress.len() > 256 {
+                            s.prepage_progress.pop_first();
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -701,6 +857,7 @@ impl WorkerClient {
             held: BTreeMap::new(),
             dry_run: false,
             readahead: None,
+            switching: default_tracker(),
         })
     }
 
@@ -858,6 +1015,71 @@ impl PreloadMechanism for WorkerClient {
                 }),
             },
         }
+    }
+
+    fn start_window(&mut self, app: &str, procs: &[ProcId]) -> Result<(), MechError> {
+        self.switching.start(app, procs);
+        Ok(())
+    }
+
+    /// Hands the candidates still swapped (at most the plan's anonymous
+    /// bytes) to the worker, which advises them in the domain at idle
+    /// priority; returns the bytes handed out. File pages are not tracked
+    /// live (see [`super::switching`]).
+    fn prepage(
+        &mut self,
+        app: &str,
+        procs: &[ProcId],
+        plan: &PrepagePlan,
+    ) -> Result<u64, MechError> {
+        let _ = procs;
+        let jobs = self.switching.prepage(app, plan.anon_bytes);
+        let bytes: u64 = jobs
+            .iter()
+            .flat_map(|j| j.ranges.iter())
+            .map(|&(_, l)| l)
+            .sum();
+        if self.dry_run {
+            tracing::info!(
+                app,
+                bytes,
+                jobs = jobs.len(),
+                "dry-run: would prepage (MADV_WILLNEED)"
+            );
+            return Ok(bytes);
+        }
+        for j in jobs {
+            self.send(&WorkerCmd::Prepage {
+                app: app.into(),
+                job: j.job,
+                pid: j.id.pid,
+                start_time: j.id.start_time,
+                ranges: j.ranges,
+            })?;
+        }
+        Ok(bytes)
+    }
+
+    fn switch_observation(
+        &mut self,
+        app: &str,
+        procs: &[ProcId],
+    ) -> Result<Option<SwitchObservation>, MechError> {
+        let jobs = self.switching.open_jobs(app);
+        if !jobs.is_empty() && !self.dry_run {
+            // The window is over: no more prepaging for it. What the worker
+            // advised up to now (its last progress report) is what was
+            // prepaged.
+            let _ = self.send(&WorkerCmd::EndPrepage { app: app.into() });
+        }
+        let progress: BTreeMap<u64, u64> = {
+            let mut s = self.stats.lock().expect("stats lock");
+            jobs.iter()
+                .filter_map(|j| s.prepage_progress.remove(j).map(|b| (*j, b)))
+                .collect()
+        };
+        let done = |j: u64| progress.get(&j).copied().unwrap_or(0);
+        Ok(self.switching.finish(app, procs, &done))
     }
 }
 

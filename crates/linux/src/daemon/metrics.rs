@@ -118,6 +118,12 @@ pub struct Gauges {
     pub page_out_calls: u64,
     /// Failed page-out requests by errno.
     pub page_out_errors: BTreeMap<i32, u64>,
+    /// Bytes the worker advised with `MADV_WILLNEED` (switch prepaging).
+    pub prepaged_bytes: u64,
+    /// Switch prepaging's precision and recall so far (ASAP's feedback).
+    pub prepage_precision: Option<f64>,
+    /// See `prepage_precision`.
+    pub prepage_recall: Option<f64>,
 }
 
 /// The symbolic name of an errno value (`EINVAL`), or `errno N`.
@@ -189,6 +195,24 @@ pub fn render(m: &Metrics, g: &Gauges) -> String {
     let _ = writeln!(o, "# HELP appflow_reclaim_step_changes_total Changes of kswapd's step (vm.watermark_scale_factor).\n# TYPE appflow_reclaim_step_changes_total counter\nappflow_reclaim_step_changes_total {}", m.sched.reclaim_step_changes);
     if let Some(w) = m.sched.reclaim_step {
         let _ = writeln!(o, "# HELP appflow_reclaim_step kswapd's step in force (vm.watermark_scale_factor).\n# TYPE appflow_reclaim_step gauge\nappflow_reclaim_step {w}");
+    }
+    let _ = writeln!(o, "# HELP appflow_prepage_calls_total Switches prepaged (ASAP).\n# TYPE appflow_prepage_calls_total counter\nappflow_prepage_calls_total {}", m.sched.prepage_calls);
+    let _ = writeln!(o, "# HELP appflow_prepage_bytes_total Switch prepaging bytes: asked by the scheduler, advised (MADV_WILLNEED) by the worker.\n# TYPE appflow_prepage_bytes_total counter\nappflow_prepage_bytes_total{{kind=\"asked\"}} {}\nappflow_prepage_bytes_total{{kind=\"advised\"}} {}", m.sched.prepage_requested_bytes, g.prepaged_bytes);
+    if let Some(p) = g.prepage_precision {
+        gauge(
+            &mut o,
+            "appflow_prepage_precision",
+            "Prepaged bytes the switches used, over bytes prepaged (ASAP).",
+            p,
+        );
+    }
+    if let Some(r) = g.prepage_recall {
+        gauge(
+            &mut o,
+            "appflow_prepage_recall",
+            "Prepaged bytes the switches used, over their footprint (ASAP).",
+            r,
+        );
     }
     let _ = writeln!(o, "# HELP appflow_page_out_calls_total process_madvise(MADV_PAGEOUT) calls.\n# TYPE appflow_page_out_calls_total counter\nappflow_page_out_calls_total {}", g.page_out_calls);
     let _ = writeln!(o, "# HELP appflow_page_out_errors_total Failed page-out requests, by errno (a vanished process is not counted).\n# TYPE appflow_page_out_errors_total counter");

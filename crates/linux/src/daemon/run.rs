@@ -652,12 +652,13 @@ impl Runtime {
                 None
             }
         };
-        let worker = if cfg.preload_active() && !dry {
+        let mut worker = if cfg.preload_active() && !dry {
             WorkerClient::spawn(&worker_spawn.0, &worker_spawn.1, &worker_spawn.2)?
         } else {
             WorkerClient::dry_run()
         }
         .with_readahead(readahead);
+        worker.set_proc_root(&proc_root);
         // Never app processes: the daemon, its ancestors (a system domain
         // holds them too), and below the worker.
         let mut self_pids = ancestors(&proc_root, std::process::id());
@@ -836,6 +837,7 @@ impl Runtime {
                 let readahead = self.worker.take_readahead();
                 self.worker.shutdown();
                 self.worker = w.with_readahead(readahead);
+                self.worker.set_proc_root(&self.cfg.daemon.proc_root);
             }
             Err(e) => tracing::error!(error = %e, "preload worker exited and cannot be restarted"),
         }
@@ -1048,6 +1050,9 @@ impl Runtime {
                 + self.worker.readahead_entries().len()) as u64,
             page_out_calls: self.reclaim.page_out_calls,
             page_out_errors: self.reclaim.page_out_errors.clone(),
+            prepaged_bytes: ws.prepaged_bytes,
+            prepage_precision: self.sched.switch_feedback().precision(),
+            prepage_recall: self.sched.switch_feedback().recall(),
         }
     }
 
@@ -1133,6 +1138,23 @@ impl Runtime {
                 "last_load": ws.last_load,
                 "worker_pid": ws.pid,
                 "worker_alive": ws.alive,
+            },
+            "prepage": {
+                "switches_prepaged": st.prepage_calls,
+                "requested_bytes": st.prepage_requested_bytes,
+                "bounded_by_room": st.prepage_bounded,
+                "bounded_out_bytes": st.prepage_bounded_bytes,
+                "room_bytes": self.sched.room(),
+                "advised_bytes": ws.prepaged_bytes,
+                "jobs_done": ws.prepage_jobs,
+                "precision": self.sched.switch_feedback().precision(),
+                "recall": self.sched.switch_feedback().recall(),
+                "feedback_bytes": {
+                    "prepaged": self.sched.switch_feedback().prepaged,
+                    "used": self.sched.switch_feedback().used,
+                    "footprint": self.sched.switch_feedback().footprint,
+                },
+                "windows": self.worker.switch_stats(),
             },
             "foreground": self.sched.foreground(),
             "detect": self.detection.as_ref().map(|d| {
