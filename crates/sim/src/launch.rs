@@ -99,9 +99,6 @@ pub(crate) struct Rates {
     small: Vec<[f64; CHUNKS]>,
     /// The app's reads of large files (the device's readahead).
     readahead: f64,
-    /// The same while a launch has the readahead raised (the scheduler's
-    /// launch readahead), if it is.
-    raised: Option<f64>,
     /// The worker's large reads (the core's hot-segment size).
     pub hot_segment: f64,
     /// Swap-in from flash (32 KiB swap readahead).
@@ -119,7 +116,6 @@ impl Rates {
                 .map(|m| m.small_block_bytes.map(|b| rate_ppm(dev, b)))
                 .collect(),
             readahead: rate_ppm(dev, dev.readahead_bytes),
-            raised: None,
             hot_segment: rate_ppm(dev, hot_segment_bytes),
             swap_in: rate_ppm(dev, 32 * KIB),
             device: last.bytes_per_sec / appflow_core::PAGE_BYTES as f64 / 1000.0,
@@ -131,14 +127,8 @@ impl Rates {
         if b == SMALL {
             self.small[a][k]
         } else {
-            self.raised.unwrap_or(self.readahead)
+            self.readahead
         }
-    }
-
-    /// Raises the readahead of the apps' large-file reads to `bytes` (never
-    /// below the device's own), or restores it (None).
-    pub(crate) fn set_readahead(&mut self, dev: &Device, bytes: Option<u64>) {
-        self.raised = bytes.map(|b| rate_ppm(dev, b.max(dev.readahead_bytes)));
     }
 
     /// The worker's touch of chunk `k`, bucket `b` of app `a`.

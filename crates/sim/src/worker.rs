@@ -433,18 +433,20 @@ impl PreloadMechanism for Sim<'_> {
         Ok(bytes)
     }
 
-    /// The device's readahead is one setting for every app, as the kernel's
-    /// per-device value is: raised, every app's large-file reads run at the
-    /// curve's rate for the raised size.
+    /// Not modelled: the launch model reads a launch's large files at the
+    /// curve's rate for the readahead size, which, raised, predicted twice
+    /// the gain the testbed measured under `high` (where room, not request
+    /// size, bounds the launch); see docs/sim.md.
     fn set_launch_readahead(
         &mut self,
         paths: &[&str],
-        procs: &[appflow_core::scheduler::ProcId],
+        procs: &[ProcId],
         bytes: Option<u64>,
     ) -> Result<u32, MechError> {
-        let _ = (paths, procs);
-        self.rates.set_readahead(self.dev, bytes);
-        Ok(1)
+        let _ = (paths, procs, bytes);
+        Err(MechError::Unsupported(
+            "launch readahead (not modelled by the simulator)".into(),
+        ))
     }
 
     fn switch_observation(
