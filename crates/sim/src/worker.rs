@@ -434,9 +434,10 @@ impl PreloadMechanism for Sim<'_> {
     }
 
     /// Not modelled: the launch model reads a launch's large files at the
-    /// curve's rate for the readahead size, which, raised, predicted twice
-    /// the gain the testbed measured under `high` (where room, not request
-    /// size, bounds the launch); see docs/sim.md.
+    /// curve's rate for the readahead size, which, raised, predicted more
+    /// gain than the testbed measured under `high` (appflow −53.5 % against
+    /// −38.6 %; there room, not request size, bounds the launch); see
+    /// docs/sim.md.
     fn set_launch_readahead(
         &mut self,
         paths: &[&str],

@@ -426,11 +426,7 @@ impl Scheduler {
         paths.sort_unstable();
         paths.dedup();
         let bytes = self.cfg.preload.max_read_bytes;
-        let procs: Vec<super::ProcId> = self
-            .apps
-            .get(app)
-            .map(|a| a.procs.iter().copied().collect())
-            .unwrap_or_default();
+        let procs = self.app_proc_ids(app);
         match preload.set_launch_readahead(&paths, &procs, Some(bytes)) {
             Ok(_) => {
                 // (How many devices changed is the mechanism's to log: a
