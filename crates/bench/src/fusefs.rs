@@ -40,8 +40,8 @@ pub const MAX_REQUEST_BYTES: u32 = 1 << 20;
 /// (2 vCPUs): the in-domain calibration of the phone device gave 4 KiB
 /// reads about 165 µs apart against the model's 102 µs (60 µs fixed), and
 /// 1 MiB reads 900-1,000 µs apart against 599 µs (about 290 µs more per
-/// MiB: two copies at 3.6 GB/s). Concurrent readers pay it as the device's
-/// bus hold (see [`Turnaround`]).
+/// MiB: two copies at 3.6 GB/s). The server replies that much before the
+/// model's completion (see [`Turnaround::reply_ns`]).
 pub const HOST_FUSE_TURNAROUND: Turnaround = Turnaround {
     fixed_us: 60.0,
     copy_bytes_per_sec: 3.6e9,
@@ -126,16 +126,18 @@ pub fn mount(
 }
 
 /// The device: admits requests into the model, reads the data, and replies
-/// when the model says the request completes.
+/// the host's turnaround before the model completes the request (so the
+/// reader sees it at the completion).
 fn device_loop(rx: Receiver<ReadReq>, params: FlashParams, stats: &DeviceStats) {
     like_hardware();
     let t0 = Instant::now();
     let now = || t0.elapsed().as_nanos() as u64;
-    let mut model: FlashModel<ReadReq> = FlashModel::with_turnaround(params, HOST_FUSE_TURNAROUND);
+    let mut model: FlashModel<ReadReq> = FlashModel::new(params);
     let mut inside: Vec<(u64, ReplyData, std::io::Result<Vec<u8>>)> = Vec::new();
     let mut open = true;
     loop {
-        for (r, done) in model.admit(now()) {
+        let admitted = now();
+        for (r, done) in model.admit(admitted) {
             let mut buf = vec![0u8; r.size as usize];
             let res = read_full(&r.file, &mut buf, r.offset).map(|n| {
                 buf.truncate(n);
@@ -147,7 +149,8 @@ fn device_loop(rx: Receiver<ReadReq>, params: FlashParams, stats: &DeviceStats) 
                 IoClass::Idle => stats.idle_bytes.fetch_add(n, Ordering::Relaxed),
             };
             stats.requests.fetch_add(1, Ordering::Relaxed);
-            inside.push((done, r.reply, res));
+            let reply_at = HOST_FUSE_TURNAROUND.reply_ns(r.size as u64, admitted, done);
+            inside.push((reply_at, r.reply, res));
         }
         let t = now();
         let mut i = 0;

@@ -19,7 +19,8 @@ pub struct StorageInfo {
     pub mechanism: &'static str,
     /// Its model.
     pub flash: crate::flash::FlashParams,
-    /// The host's FUSE turnaround every request is charged.
+    /// The host's FUSE turnaround, hidden by replying that much before the
+    /// model's completion.
     pub host_turnaround: crate::flash::Turnaround,
 }
 
