@@ -74,10 +74,12 @@ pub const SD_A1_DDR50: FlashParams = FlashParams {
 /// `cpu_ms` are phone CPU times burnt as thread CPU time at 1:1, so one
 /// host core stands for the big core a launch runs on; the background apps,
 /// the preload worker, the daemon, and reclaim and zram compression in their
-/// context share it, so reclaim costs launch time as it does on a phone
-/// (the PMR paper §3.2: kernel reclaim under 150 MB/s). Relative to I/O, zram
-/// compression on one x86 core (about 1 GB/s) against 2.1 GB/s storage is
-/// within 2× of LZ4 on a phone big core against the same storage.
+/// context share it, so reclaim costs launch time as it does on a phone.
+/// It costs less than on a phone: the domain's anonymous reclaim measures
+/// about 390 MB/s (`extra.testbed.reclaim_calibration`) where the PMR paper
+/// §2.2.2 measured phones' kernel reclaim below 150 MB/s; a smaller budget
+/// would slow the apps' own CPU work as much (docs/bench.md, "Load
+/// slowdown").
 pub const PHONE_CPU_CORES: f64 = 1.0;
 
 /// CPU budget of the head unit's domain: half a host core, a Cortex-A72 at

@@ -276,6 +276,71 @@ pub fn standby_set(
     set
 }
 
+/// The kernel's default readahead window, bytes: `VM_READAHEAD_PAGES`
+/// (include/linux/mm.h, 128 KiB), which Android keeps for its block devices
+/// after boot.
+pub const KERNEL_READAHEAD_BYTES: u64 = 128 * KIB;
+
+/// Bytes the kernel's readahead reads beyond a launch's large-file ranges
+/// (files of at least `cutoff_bytes`) with a window of `window` bytes: a
+/// sequential reader's readahead runs up to a window past the end of what it
+/// reads, and a fault's read-around spans a window centred on the fault, so
+/// after each range up to `window`, never more than the gap to the next range
+/// (or to the end of the file).
+pub fn readahead_overread(profile: &LaunchProfile, cutoff_bytes: u64, window: u64) -> u64 {
+    let mut extra = 0;
+    for f in profile.active_files() {
+        if f.size_bytes < cutoff_bytes {
+            continue;
+        }
+        for (i, r) in f.ranges.iter().enumerate() {
+            let next = f.ranges.get(i + 1).map_or(f.size_bytes, |n| n.start);
+            extra += next.saturating_sub(r.end).min(window);
+        }
+    }
+    extra
+}
+
+/// The readahead window for a launch that streams its large files (the
+/// AppFlow paper §4.1: large files read "with large I/O block size"), or
+/// None to leave the device's own. Each power of two from twice the
+/// kernel's default up to `max_bytes` is weighed by the time the launch's
+/// large-file reads take on the device's curve: the bytes it needs plus what
+/// that window reads beyond them ([`readahead_overread`]), at that window's
+/// throughput. A larger window is faster per byte but reads further past
+/// every range an app reads only in part; the fastest window wins, if it is
+/// faster than the kernel's default.
+pub fn launch_readahead_window(
+    profile: &LaunchProfile,
+    cutoff_bytes: u64,
+    curve: &ThroughputCurve,
+    max_bytes: u64,
+) -> Option<u64> {
+    let needed: u64 = profile
+        .active_files()
+        .iter()
+        .filter(|f| f.size_bytes >= cutoff_bytes)
+        .map(|f| f.touched_bytes())
+        .sum();
+    if needed == 0 {
+        return None;
+    }
+    let secs = |w: u64| {
+        (needed + readahead_overread(profile, cutoff_bytes, w)) as f64 / curve.throughput(w)
+    };
+    let default = secs(KERNEL_READAHEAD_BYTES);
+    let mut best: Option<(u64, f64)> = None;
+    let mut w = 2 * KERNEL_READAHEAD_BYTES;
+    while w <= max_bytes {
+        let t = secs(w);
+        if t < default && best.is_none_or(|(_, b)| t < b) {
+            best = Some((w, t));
+        }
+        w *= 2;
+    }
+    best.map(|(w, _)| w)
+}
+
 /// The reads to issue at launch: ranges of the app's large files (size ≥
 /// the cutoff) in first-access order, split into reads of at most
 /// `cfg.max_read_bytes`. Parts already in the standby set (hot segments)
@@ -358,5 +423,83 @@ mod tests {
         assert!(reads.iter().all(|r| r.len <= cfg.max_read_bytes));
         let total: u64 = reads.iter().map(|r| r.len).sum();
         assert_eq!(total, 2 * (8 * MIB - cfg.hot_segment_bytes));
+    }
+
+    /// The curve the testbed's domain measured (2026-11-25), bytes/s.
+    fn measured() -> ThroughputCurve {
+        let p = |kib: u64, mbs: f64| crate::storage::CurvePoint {
+            block_bytes: kib * KIB,
+            bytes_per_sec: mbs * 1e6,
+        };
+        ThroughputCurve::new(vec![
+            p(4, 30.0),
+            p(128, 690.0),
+            p(512, 1330.0),
+            p(1024, 1640.0),
+            p(2048, 1650.0),
+        ])
+        .unwrap()
+    }
+
+    /// An app that read `extents` ranges of `read` bytes, one every `every`
+    /// bytes, of one file of `extents * every` bytes.
+    fn extents(extents: u64, every: u64, read: u64) -> LaunchProfile {
+        let mut p = LaunchProfile::new("x");
+        p.merge_launch(&crate::profile::LaunchObservation {
+            files: vec![crate::profile::ObservedFile {
+                path: "/x/L0".into(),
+                size_bytes: extents * every,
+                first_access_us: 0,
+                ranges: (0..extents)
+                    .map(|i| crate::profile::ByteRange {
+                        start: i * every,
+                        end: i * every + read,
+                    })
+                    .collect(),
+            }],
+            ..Default::default()
+        });
+        p
+    }
+
+    #[test]
+    fn readahead_reads_past_each_range_up_to_the_gap() {
+        let p = extents(48, 3688 * KIB, 1948 * KIB);
+        let gap = (3688 - 1948) * KIB;
+        assert_eq!(readahead_overread(&p, MIB, 2 * MIB), 48 * gap);
+        assert_eq!(readahead_overread(&p, MIB, MIB), 48 * MIB);
+        assert_eq!(readahead_overread(&p, MIB, 128 * KIB), 48 * 128 * KIB);
+        // Below the cutoff a file is not streamed: not counted.
+        assert_eq!(readahead_overread(&p, 1 << 40, 2 * MIB), 0);
+        // A file read whole leaves nothing past it.
+        assert_eq!(
+            readahead_overread(&extents(1, 64 * MIB, 64 * MIB), MIB, 2 * MIB),
+            0
+        );
+    }
+
+    #[test]
+    fn the_launch_readahead_window_weighs_throughput_against_reading_past_the_ranges() {
+        let c = measured();
+        // Read whole: the largest window.
+        let whole = extents(1, 400 * MIB, 400 * MIB);
+        assert_eq!(
+            launch_readahead_window(&whole, MIB, &c, 2 * MIB),
+            Some(2 * MIB)
+        );
+        // Half of every 3.6 MiB: 2 MiB would read 1.7 MiB past each range;
+        // 1 MiB is nearly as fast per byte and reads 1 MiB past.
+        let half = extents(48, 3688 * KIB, 1948 * KIB);
+        assert_eq!(launch_readahead_window(&half, MIB, &c, 2 * MIB), Some(MIB));
+        // Scattered 16 KiB reads: every larger window only reads more.
+        let sparse = extents(64, 4 * MIB, 16 * KIB);
+        assert_eq!(launch_readahead_window(&sparse, MIB, &c, 2 * MIB), None);
+        // No large file: nothing to weigh.
+        assert_eq!(launch_readahead_window(&whole, 1 << 40, &c, 2 * MIB), None);
+        // Never above the stream's read size.
+        assert_eq!(
+            launch_readahead_window(&whole, MIB, &c, 512 * KIB),
+            Some(512 * KIB)
+        );
     }
 }

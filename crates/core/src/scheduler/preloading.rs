@@ -304,7 +304,13 @@ impl Scheduler {
             };
         let wanted: u64 = full.iter().map(|s| s.len).sum();
         if strategy == PreloadStrategy::Selective {
-            self.raise_readahead(app, &full, now_ms, preload);
+            let window = preload::launch_readahead_window(
+                profile,
+                cutoff,
+                &self.curve,
+                self.cfg.preload.max_read_bytes,
+            );
+            self.raise_readahead(app, &full, window, now_ms, preload);
         }
         let cap = self.room();
         let capped: Vec<FileSpan>;
@@ -412,20 +418,35 @@ impl Scheduler {
     /// the readahead of the devices holding them is the stream's read size
     /// (`preload.max_read_bytes`), and it is restored when no launch is in
     /// progress. Readahead pages are ordinary page cache: nothing is locked.
+    /// The window is the one [`preload::launch_readahead_window`] finds
+    /// fastest for this app's profile on the device's curve (at most the
+    /// stream's read size): an app that reads its large files only in part
+    /// would otherwise have the kernel read far past every range it reads.
     fn raise_readahead(
         &mut self,
         app: &str,
         stream: &[FileSpan],
+        window: Option<u64>,
         now_ms: u64,
         preload: &mut dyn PreloadMechanism,
     ) {
         if self.readahead_raised || self.readahead_unsupported || stream.is_empty() {
             return;
         }
+        let Some(bytes) = window else {
+            self.log(
+                now_ms,
+                "preload",
+                None,
+                format!(
+                    "{app} launching: the device's own readahead is the fastest for its profile"
+                ),
+            );
+            return;
+        };
         let mut paths: Vec<&str> = stream.iter().map(|s| s.path.as_str()).collect();
         paths.sort_unstable();
         paths.dedup();
-        let bytes = self.cfg.preload.max_read_bytes;
         let procs = self.app_proc_ids(app);
         match preload.set_launch_readahead(&paths, &procs, Some(bytes)) {
             Ok(_) => {

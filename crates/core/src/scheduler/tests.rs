@@ -625,18 +625,28 @@ fn launch_readahead_is_raised_while_launches_stream_and_restored_after() {
     s.reclaim_step(&sample(0, 0, 800), &[], &mut r);
     s.preload_step(0, 0, &mut r);
     let big = s.config().preload.max_read_bytes;
+    // The window is the fastest for a's profile on the device's curve, at
+    // most the stream's read size (512 KiB on the test curve, flat above
+    // it).
+    let want = crate::preload::launch_readahead_window(
+        s.profile("a").unwrap(),
+        s.cutoff_of("a"),
+        &curve(),
+        big,
+    );
+    assert_eq!(want, Some(512 * crate::KIB));
     // Two launches overlap: raised once (for a's two streamed files), restored
     // only when neither is launching any more.
     s.notify(EventKind::Launch, "a", id(42), 100, &mut r)
         .unwrap();
     s.notify(EventKind::Launch, "b", id(43), 150, &mut r)
         .unwrap();
-    assert_eq!(readaheads(&r), vec![(2, Some(big))]);
+    assert_eq!(readaheads(&r), vec![(2, want)]);
     s.notify(EventKind::Launched, "a", id(42), 200, &mut r)
         .unwrap();
     assert_eq!(readaheads(&r).len(), 1, "b still launches");
     s.notify(EventKind::Exit, "b", id(43), 300, &mut r).unwrap();
-    assert_eq!(readaheads(&r), vec![(2, Some(big)), (0, None)]);
+    assert_eq!(readaheads(&r), vec![(2, want), (0, None)]);
     assert_eq!(s.stats.readahead_raises, 1);
     // Only AppFlow's selective preloader does it: Paralfetch-like whole-profile
     // prefetch and the stock system leave the device alone.
