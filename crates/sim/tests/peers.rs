@@ -58,6 +58,16 @@ fn pmr_and_ariadne_cut_multitask_relaunches_and_asap_stays_within_the_room() {
     for k in ["relaunch_mean", "switch_mean", "kills"] {
         assert_eq!(get("asap", k), get("android", k), "asap {k}");
     }
+    // The run says so: every warm switch (9) had a footprint, and the room
+    // cut each to nothing.
+    let asap = r.results.iter().find(|x| x.policy == "asap").unwrap();
+    let pp = &asap.extra["prepage"];
+    assert_eq!(pp["switches_prepaged"], 0, "{pp}");
+    assert_eq!(pp["bounded_by_room"], 9, "{pp}");
+    assert!(pp["bounded_out_mib"].as_f64().unwrap() > 0.0, "{pp}");
+    assert!(pp["precision"].is_null(), "{pp}");
+    let android = r.results.iter().find(|x| x.policy == "android").unwrap();
+    assert!(!android.extra.contains_key("prepage"));
     // With room (8 GB), it does prepage: the run differs from android's.
     let r8 = run(&[
         "--device",
@@ -74,6 +84,11 @@ fn pmr_and_ariadne_cut_multitask_relaunches_and_asap_stays_within_the_room() {
         metric(res, "relaunch_mean").unwrap()
     };
     assert_ne!(get8("asap"), get8("android"));
+    let asap = r8.results.iter().find(|x| x.policy == "asap").unwrap();
+    let pp = &asap.extra["prepage"];
+    assert!(pp["switches_prepaged"].as_u64().unwrap() > 0, "{pp}");
+    let precision = pp["precision"].as_f64().unwrap();
+    assert!(precision > 0.0 && precision < 1.0, "{pp}");
 }
 
 #[test]
