@@ -145,10 +145,9 @@ fn the_simulated_phone_reclaims_directly_like_the_studys_phone_without_kswapd() 
         let share = r.results[0].extra["direct_reclaim_page_share"]
             .as_f64()
             .unwrap();
-        assert!(
-            share > 0.35 && share > appflow_core::refault::DIRECT_RAISE,
-            "{w}: direct share {share}"
-        );
+        // Above the rule's bound for raising the step (9.25 %) by far.
+        assert!(share > 0.35, "{w}: direct share {share}");
+        assert!(share > appflow_core::refault::DIRECT_RAISE);
         let step = &r.results[1].extra["kswapd_step"];
         assert_eq!(step["changes"], 0, "{w}: {step}");
         assert_eq!(r.results[0].summary, r.results[1].summary, "{w}");
