@@ -30,8 +30,9 @@ use crate::device::Device;
 use crate::policy::Policy;
 use crate::worker::PrepageJob;
 use appflow_core::killer::KillerConfig;
+use appflow_core::policy::SwitchStrategy;
 use appflow_core::preload::{CutoffPlan, PreloadConfig};
-use appflow_core::prepage::SwitchObservation;
+use appflow_core::prepage::{Feedback, SwitchObservation};
 use appflow_core::profile::LaunchProfile;
 use appflow_core::reason::Reason;
 use appflow_core::reclaim::{ReclaimConfig, ReclaimMode};
@@ -109,6 +110,21 @@ pub struct LaunchRecord {
     pub at_us: u64,
 }
 
+/// ASAP's switch prepaging over a run (the scheduler's own counts).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PrepageCounts {
+    /// Switches prepaged.
+    pub switches: u64,
+    /// Bytes asked to be prepaged.
+    pub requested_bytes: u64,
+    /// Switches whose footprint the room above the killer's trigger level cut.
+    pub bounded: u64,
+    /// Footprint bytes the room left out.
+    pub bounded_out_bytes: u64,
+    /// Precision and recall of what was prepaged.
+    pub feedback: Feedback,
+}
+
 /// Counters over a run.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counters {
@@ -130,6 +146,9 @@ pub struct Counters {
     pub reclaim_step_changes: u64,
     /// kswapd's step in force (vm.watermark_scale_factor), when tuned.
     pub reclaim_step: Option<u32>,
+    /// ASAP's switch prepaging as the scheduler did it, for policies that
+    /// prepage.
+    pub prepage: Option<PrepageCounts>,
     /// Evicted file pages read again.
     pub refault_file_pages: u64,
     /// Swapped pages faulted back.
@@ -544,6 +563,17 @@ impl<'a> Sim<'a> {
         self.counters.refault_windows = sched.stats.refault_windows;
         self.counters.reclaim_step_changes = sched.stats.reclaim_step_changes;
         self.counters.reclaim_step = sched.stats.reclaim_step;
+        let cfg = sched.config();
+        if cfg.preload_enabled && cfg.policy.switch == SwitchStrategy::Prepage {
+            let st = &sched.stats;
+            self.counters.prepage = Some(PrepageCounts {
+                switches: st.prepage_calls,
+                requested_bytes: st.prepage_requested_bytes,
+                bounded: st.prepage_bounded,
+                bounded_out_bytes: st.prepage_bounded_bytes,
+                feedback: sched.switch_feedback(),
+            });
+        }
         sched.take_decisions();
         self.sched = Some(sched);
     }

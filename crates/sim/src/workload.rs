@@ -677,6 +677,21 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
             }),
         );
     }
+    if let Some(p) = &c.prepage {
+        // ASAP: switches prepaged, those the room cut, and the feedback.
+        let mib = |b: u64| round3(b as f64 / 1048576.0);
+        extra.insert(
+            "prepage".into(),
+            json!({
+                "switches_prepaged": p.switches,
+                "requested_mib": mib(p.requested_bytes),
+                "bounded_by_room": p.bounded,
+                "bounded_out_mib": mib(p.bounded_out_bytes),
+                "precision": p.feedback.precision().map(round3),
+                "recall": p.feedback.recall().map(round3),
+            }),
+        );
+    }
     extra.insert(
         "stream_bytes_peak".into(),
         json!(c.stream_peak_pages * PAGE_BYTES),
