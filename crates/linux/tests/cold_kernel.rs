@@ -20,14 +20,11 @@
 
 #[macro_use]
 mod support;
-use support::{daemon_bin, random_tag, spawn_in_with, wait_for, Proc, TempCgroup, TestSwap};
+use support::{daemon_bin, proc_id, spawn_helper_test, wait_for, Proc, SwapDomain};
 
 use appflow_core::mechanism::PreloadMechanism;
-use appflow_core::scheduler::ProcId;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 const MIB: u64 = 1024 * 1024;
@@ -92,41 +89,23 @@ struct Helper {
 
 impl Helper {
     fn spawn(cg: &Path, dir: &Path) -> Self {
-        let me = std::env::current_exe().unwrap();
-        let mut child = spawn_in_with(
+        let (proc, ready) = spawn_helper_test(
             cg,
-            &me,
-            &[
-                "--exact",
-                "helper_process",
-                "--nocapture",
-                "--test-threads=1",
-            ],
+            "helper_process",
             &[("APPFLOW_COLD_DIR", dir.display().to_string())],
-            Some(libc::SIGKILL),
-            Stdio::piped(),
         );
-        let out = child.stdout.take().unwrap();
-        let mut addrs = None;
-        for l in BufReader::new(out).lines() {
-            let Ok(l) = l else { break };
-            if let Some(rest) = l.trim_end().split("helper-ready ").nth(1) {
-                let v: Vec<u64> = rest
-                    .split_whitespace()
-                    .map(|x| x.parse().unwrap())
-                    .collect();
-                addrs = Some((v[0], v[1]));
-                break;
-            }
-        }
-        let (c, h) = addrs.expect("helper never became ready");
+        let v: Vec<u64> = ready
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        let (c, h) = (v[0], v[1]);
         // The whole pages inside each region.
         let inner = |a: u64| {
             let start = a.div_ceil(PAGE) * PAGE;
             (start, (a + REGION as u64 - start) / PAGE * PAGE)
         };
         Helper {
-            proc: Proc(child),
+            proc,
             dir: dir.to_path_buf(),
             steps: 0,
             c: inner(c),
@@ -212,23 +191,17 @@ fn the_last_windows_cold_set_is_deactivated_and_reclaimed_first() {
         eprintln!("SKIPPED: the multi-gen LRU is on (no active/inactive lists to look at)");
         return;
     }
-    let _swap = match TestSwap::ensure(512 * MIB) {
-        Ok(s) => s,
+    let d = match SwapDomain::new("appflow-cold", 512 * MIB, 512 * MIB) {
+        Ok(d) => d,
         Err(r) => {
-            eprintln!("SKIPPED: no swap: {r}");
+            eprintln!("SKIPPED: {r}");
             return;
         }
     };
-    let tag = random_tag();
-    let cg = TempCgroup::new(&format!("appflow-cold-{tag}"), Some(512 * MIB));
-    let dir = std::env::temp_dir().join(format!("appflow-cold-{tag}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut h = Helper::spawn(&cg.path, &dir);
+    let cg = &d.cg;
+    let mut h = Helper::spawn(&cg.path, &d.dir);
     let pid = h.pid();
-    let id = ProcId {
-        pid,
-        start_time: appflow_linux::readers::read_start_time(Path::new("/proc"), pid).unwrap(),
-    };
+    let id = proc_id(pid);
     let mut w = WorkerClient::spawn(
         &daemon_bin(),
         &["preload-worker".to_string()],
@@ -322,5 +295,4 @@ fn the_last_windows_cold_set_is_deactivated_and_reclaimed_first() {
     );
     drop(w);
     drop(h);
-    let _ = std::fs::remove_dir_all(&dir);
 }

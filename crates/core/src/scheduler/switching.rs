@@ -210,9 +210,7 @@ mod tests {
         crate::scheduler::tests::sched_of(name, &["a", "b"])
     }
 
-    fn ev(s: &mut Scheduler, r: &mut Recorder, e: EventKind, app: &str, now: u64) {
-        s.notify(e, app, None, now, r).unwrap();
-    }
+    use crate::scheduler::tests::ev;
 
     #[test]
     fn asap_prepages_the_last_footprint_at_the_next_switch() {

@@ -16,7 +16,7 @@
 //! reclaimable). The worker exits when its stdin closes (the daemon died):
 //! the kernel drops its mlocks with it.
 
-use super::switching::{SwitchTracker, TrackerStats};
+use super::switching::{AdviceJob, SwitchTracker, TrackerStats};
 use appflow_core::mechanism::{Hold, MechError, PreloadMechanism};
 use appflow_core::preload::FileSpan;
 use appflow_core::prepage::{PrepagePlan, SwitchObservation};
@@ -68,40 +68,18 @@ pub enum WorkerCmd {
         paused: bool,
     },
     /// Prepage (ASAP's switch prepaging): `process_madvise(MADV_WILLNEED)`
-    /// of `ranges` of the process instance (`pid`, `start_time`), in calls
-    /// of [`PREPAGE_CALL_RANGES`] ranges, reporting progress after each.
-    Prepage {
-        /// App switched to.
-        app: String,
-        /// Job number (progress is reported under it).
-        job: u64,
-        /// Process id.
-        pid: u32,
-        /// Its start time (the pidfd is checked against it).
-        start_time: u64,
-        /// Page-aligned (address, length) ranges in the process.
-        ranges: Vec<(u64, u64)>,
-    },
+    /// of the job's ranges, in calls of [`PREPAGE_CALL_RANGES`] ranges,
+    /// reporting progress after each.
+    Prepage(AdviceArgs),
     /// The app's switch window is over: stop prepaging for it.
     EndPrepage {
         /// App.
         app: String,
     },
     /// Mark cold (Ariadne's user-space half): `process_madvise(MADV_COLD)`
-    /// of `ranges` of the process instance (`pid`, `start_time`), in calls
-    /// of [`PREPAGE_CALL_RANGES`] ranges, reporting progress after each.
-    MarkCold {
-        /// App that left the foreground.
-        app: String,
-        /// Job number (progress is reported under it).
-        job: u64,
-        /// Process id.
-        pid: u32,
-        /// Its start time (the pidfd is checked against it).
-        start_time: u64,
-        /// Page-aligned (address, length) ranges in the process.
-        ranges: Vec<(u64, u64)>,
-    },
+    /// of the job's ranges, in calls of [`PREPAGE_CALL_RANGES`] ranges,
+    /// reporting progress after each.
+    MarkCold(AdviceArgs),
     /// The app is back in the foreground: stop marking it cold.
     StopCold {
         /// App.
@@ -109,6 +87,21 @@ pub enum WorkerCmd {
     },
     /// Exit.
     Quit,
+}
+
+/// One `process_madvise` job of the worker: ranges of one process instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdviceArgs {
+    /// The app the job is for.
+    pub app: String,
+    /// Job number (progress is reported under it).
+    pub job: u64,
+    /// Process id.
+    pub pid: u32,
+    /// Its start time (the pidfd is checked against it).
+    pub start_time: u64,
+    /// Page-aligned (address, length) ranges in the process.
+    pub ranges: Vec<(u64, u64)>,
 }
 
 /// Ranges (of at most 16 pages each) per prepaging call: 64 × 16 pages =
@@ -478,27 +471,24 @@ impl Worker {
     /// than asked, so its progress is always a prefix of what was asked; a
     /// cold-marking job goes on past a failed call (a range unmapped since
     /// the window ended) and reports what the kernel accepted.
-    #[allow(clippy::too_many_arguments)]
     fn advise(
         &mut self,
         kind: AdviceKind,
-        app: &str,
-        job: u64,
-        instance: (u32, u64),
-        ranges: &[(u64, u64)],
+        a: &AdviceArgs,
         rx: &mpsc::Receiver<WorkerCmd>,
         queue: &mut VecDeque<WorkerCmd>,
         out: &mut impl Write,
     ) {
         let (progress_op, done_op, advice) = kind.ops();
+        let app = a.app.as_str();
         let t0 = Instant::now();
         let mut r = WorkerReply {
             op: progress_op.into(),
             app: app.into(),
-            job,
+            job: a.job,
             ..Default::default()
         };
-        let fd = match super::pin_instance(Path::new("/proc"), instance.0, instance.1) {
+        let fd = match super::pin_instance(Path::new("/proc"), a.pid, a.start_time) {
             super::Pinned::Fd(fd) => fd,
             super::Pinned::Gone => {
                 r.op = done_op.into();
@@ -511,7 +501,7 @@ impl Worker {
                 return self.reply(r, out);
             }
         };
-        for chunk in ranges.chunks(PREPAGE_CALL_RANGES) {
+        for chunk in a.ranges.chunks(PREPAGE_CALL_RANGES) {
             while let Ok(c) = rx.try_recv() {
                 queue.push_back(c);
             }
@@ -668,38 +658,8 @@ pub fn worker_main(
                 );
             }
             WorkerCmd::PauseTouch { paused: p } => paused = p,
-            WorkerCmd::Prepage {
-                app,
-                job,
-                pid,
-                start_time,
-                ranges,
-            } => w.advise(
-                AdviceKind::Prepage,
-                &app,
-                job,
-                (pid, start_time),
-                &ranges,
-                &rx,
-                &mut queue,
-                output,
-            ),
-            WorkerCmd::MarkCold {
-                app,
-                job,
-                pid,
-                start_time,
-                ranges,
-            } => w.advise(
-                AdviceKind::Cold,
-                &app,
-                job,
-                (pid, start_time),
-                &ranges,
-                &rx,
-                &mut queue,
-                output,
-            ),
+            WorkerCmd::Prepage(a) => w.advise(AdviceKind::Prepage, &a, &rx, &mut queue, output),
+            WorkerCmd::MarkCold(a) => w.advise(AdviceKind::Cold, &a, &rx, &mut queue, output),
             // A window that changed after its job ended: nothing to stop.
             WorkerCmd::EndPrepage { .. } | WorkerCmd::StopCold { .. } => {}
             WorkerCmd::Quit => return Ok(()),
@@ -971,6 +931,47 @@ impl WorkerClient {
         })
     }
 
+    /// Hands `app`'s `jobs` to the worker as `kind` commands (in dry-run
+    /// only logs them); returns their bytes.
+    fn send_jobs(
+        &mut self,
+        app: &str,
+        jobs: Vec<AdviceJob>,
+        kind: AdviceKind,
+    ) -> Result<u64, MechError> {
+        let bytes: u64 = jobs
+            .iter()
+            .flat_map(|j| j.ranges.iter())
+            .map(|&(_, l)| l)
+            .sum();
+        if self.dry_run {
+            if bytes > 0 {
+                tracing::info!(
+                    app,
+                    bytes,
+                    jobs = jobs.len(),
+                    ?kind,
+                    "dry-run: would advise"
+                );
+            }
+            return Ok(bytes);
+        }
+        for j in jobs {
+            let a = AdviceArgs {
+                app: app.to_string(),
+                job: j.job,
+                pid: j.id.pid,
+                start_time: j.id.start_time,
+                ranges: j.ranges,
+            };
+            self.send(&match kind {
+                AdviceKind::Prepage => WorkerCmd::Prepage(a),
+                AdviceKind::Cold => WorkerCmd::MarkCold(a),
+            })?;
+        }
+        Ok(bytes)
+    }
+
     /// The worker's statistics as last reported.
     pub fn stats(&self) -> WorkerStats {
         self.stats.lock().expect("stats lock").clone()
@@ -1149,33 +1150,10 @@ impl PreloadMechanism for WorkerClient {
             .into_iter()
             .filter(|j| procs.contains(&j.id))
             .collect();
-        let bytes: u64 = jobs
-            .iter()
-            .flat_map(|j| j.ranges.iter())
-            .map(|&(_, l)| l)
-            .sum();
-        if self.dry_run {
-            if bytes > 0 {
-                tracing::info!(
-                    app,
-                    bytes,
-                    jobs = jobs.len(),
-                    "dry-run: would mark cold (MADV_COLD)"
-                );
-            }
-            return Ok(bytes);
-        }
-        for j in jobs {
-            self.send(&WorkerCmd::MarkCold {
-                app: app.into(),
-                job: j.job,
-                pid: j.id.pid,
-                start_time: j.id.start_time,
-                ranges: j.ranges,
-            })?;
+        if !jobs.is_empty() && !self.dry_run {
             self.cold_sent.insert(app.to_string());
         }
-        Ok(bytes)
+        self.send_jobs(app, jobs, AdviceKind::Cold)
     }
 
     /// Hands the candidates still swapped (at most the plan's anonymous
@@ -1190,30 +1168,7 @@ impl PreloadMechanism for WorkerClient {
     ) -> Result<u64, MechError> {
         let _ = procs;
         let jobs = self.switching.prepage(app, plan.anon_bytes);
-        let bytes: u64 = jobs
-            .iter()
-            .flat_map(|j| j.ranges.iter())
-            .map(|&(_, l)| l)
-            .sum();
-        if self.dry_run {
-            tracing::info!(
-                app,
-                bytes,
-                jobs = jobs.len(),
-                "dry-run: would prepage (MADV_WILLNEED)"
-            );
-            return Ok(bytes);
-        }
-        for j in jobs {
-            self.send(&WorkerCmd::Prepage {
-                app: app.into(),
-                job: j.job,
-                pid: j.id.pid,
-                start_time: j.id.start_time,
-                ranges: j.ranges,
-            })?;
-        }
-        Ok(bytes)
+        self.send_jobs(app, jobs, AdviceKind::Prepage)
     }
 
     fn switch_observation(
