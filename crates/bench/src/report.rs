@@ -247,6 +247,12 @@ pub fn build(
             // The daemon's switch prepaging per repetition (status `prepage`).
             extra.insert("prepage_per_rep".into(), json!(prepage));
         }
+        let cold: Vec<&serde_json::Value> =
+            ok.iter().filter_map(|m| m.daemon_cold.as_ref()).collect();
+        if !cold.is_empty() {
+            // The daemon's cold marking per repetition (status `cold`).
+            extra.insert("cold_per_rep".into(), json!(cold));
+        }
         extra.insert(
             "zram_orig_bytes_max".into(),
             json!(ok.iter().map(|m| m.zram.orig_data_bytes).max().unwrap_or(0)),
@@ -436,6 +442,7 @@ mod tests {
             preload_peak_bytes: 7,
             daemon_standby_peak_bytes: None,
             daemon_prepage: None,
+            daemon_cold: None,
             zram: crate::live::ZramStats {
                 orig_data_bytes: 1,
                 pool_bytes: 2,

@@ -298,6 +298,11 @@ pub struct Measurement {
     /// recall), for policies that prepage switches.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub daemon_prepage: Option<serde_json::Value>,
+    /// The daemon's cold marking at the end of the session (status `cold`:
+    /// apps marked, bytes asked and marked), for policies that mark
+    /// background apps cold (Ariadne).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daemon_cold: Option<serde_json::Value>,
     /// zram at the end of the load.
     pub zram: ZramStats,
     /// The domain at the target's launch (target-launch scenarios).
@@ -323,6 +328,8 @@ pub struct SessionEnd {
     pub daemon_standby_peak_bytes: Option<u64>,
     /// The daemon's status `prepage` before it stopped (prepaging policies).
     pub daemon_prepage: Option<serde_json::Value>,
+    /// The daemon's status `cold` before it stopped (cold-marking policies).
+    pub daemon_cold: Option<serde_json::Value>,
 }
 
 /// A session: one policy, one repetition.
@@ -609,15 +616,22 @@ impl<'a> Session<'a> {
         self.reap();
         let delta = counters::delta(&self.start, &self.bed.sample());
         let mut daemon_prepage = None;
+        let mut daemon_cold = None;
         if let Some(mut d) = self.daemon.take() {
-            // Switch prepaging's counters, for the policies that prepage.
+            // Switch prepaging's and cold marking's counters, for the
+            // policies that have them.
             if let Ok(v) = d.request(r#"{"cmd":"status"}"#) {
-                let prepaging = v["policy"]
+                let policy = v["policy"]
                     .as_str()
-                    .and_then(|n| appflow_core::policy::lookup(n).ok())
-                    .is_some_and(|p| p.switch == appflow_core::policy::SwitchStrategy::Prepage);
-                if prepaging {
+                    .and_then(|n| appflow_core::policy::lookup(n).ok());
+                if policy.is_some_and(|p| p.switch == appflow_core::policy::SwitchStrategy::Prepage)
+                {
                     daemon_prepage = Some(v["prepage"].clone());
+                }
+                if policy.is_some_and(|p| {
+                    p.reclaim == appflow_core::policy::ReclaimStrategy::HotnessAware
+                }) {
+                    daemon_cold = Some(v["cold"].clone());
                 }
             }
             d.stop();
@@ -635,6 +649,7 @@ impl<'a> Session<'a> {
             preload_peak_bytes: self.preload_peak,
             daemon_standby_peak_bytes: self.daemon_standby_peak,
             daemon_prepage,
+            daemon_cold,
         })
     }
 }
@@ -801,6 +816,7 @@ pub fn measurement(policy: Policy, scenario: Scenario, rep: u32) -> Measurement 
         preload_peak_bytes: 0,
         daemon_standby_peak_bytes: None,
         daemon_prepage: None,
+        daemon_cold: None,
         zram: ZramStats::default(),
         at_launch: None,
         timeline: Vec::new(),
@@ -812,6 +828,7 @@ fn finish(m: &mut Measurement, s: Session<'_>) -> Result<()> {
     let end = s.end()?;
     m.daemon_standby_peak_bytes = end.daemon_standby_peak_bytes;
     m.daemon_prepage = end.daemon_prepage;
+    m.daemon_cold = end.daemon_cold;
     m.delta = end.delta;
     m.killed = end.killed;
     m.foreground_killed = end.foreground_killed;

@@ -106,6 +106,19 @@ pub trait PreloadMechanism {
         let _ = (app, procs);
         Ok(None)
     }
+    /// Marks `app`'s anonymous data that its last foreground window did not
+    /// bring back (the window's hot set, as [`Self::switch_observation`]
+    /// observed it) as cold, in its processes `procs`, so the kernel's
+    /// reclaim takes it before the hot set (Ariadne's user-space half, the
+    /// Ariadne paper §4.2). A hint, no I/O by itself: the pages stay where
+    /// they are until reclaim wants memory. Called once per window, after
+    /// its end, and never while the app is in the foreground; without an
+    /// observed window it marks nothing. Returns the bytes asked to be
+    /// marked.
+    fn mark_cold(&mut self, app: &str, procs: &[ProcId]) -> Result<u64, MechError> {
+        let _ = (app, procs);
+        Err(MechError::Unsupported("cold marking".into()))
+    }
 }
 
 /// Applies reclaim modes and reclaims.
@@ -178,6 +191,8 @@ pub enum Call {
         procs: Vec<ProcId>,
         plan: PrepagePlan,
     },
+    /// `mark_cold`.
+    MarkCold { app: String, procs: Vec<ProcId> },
     /// `set_reclaim_step`.
     ReclaimStep(u32),
     /// `set_launch_readahead`: the files' paths and the readahead (None: restored).
@@ -199,6 +214,8 @@ pub struct Recorder {
     pub observations: std::collections::BTreeMap<String, SwitchObservation>,
     /// What `reclaim_step_range` reports (None: unsupported).
     pub step_range: Option<StepRange>,
+    /// What `mark_cold` reports marked, per call.
+    pub cold_bytes: u64,
 }
 
 impl PreloadMechanism for Recorder {
@@ -259,6 +276,13 @@ impl PreloadMechanism for Recorder {
     ) -> Result<Option<SwitchObservation>, MechError> {
         let _ = procs;
         Ok(self.observations.remove(app))
+    }
+    fn mark_cold(&mut self, app: &str, procs: &[ProcId]) -> Result<u64, MechError> {
+        self.calls.push(Call::MarkCold {
+            app: app.into(),
+            procs: procs.to_vec(),
+        });
+        Ok(self.cold_bytes)
     }
     fn set_launch_readahead(
         &mut self,

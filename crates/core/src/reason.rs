@@ -54,6 +54,11 @@ pub enum Reason {
     /// reclaims anonymous pages to clear costly regions ahead of future
     /// bursts").
     ReclaimAheadOfBurst = 114,
+    /// Ariadne's user-space half (the Ariadne paper §4.2): an app left the
+    /// foreground, so its anonymous pages that its last foreground window
+    /// did not bring back are marked cold (`MADV_COLD`): the kernel's
+    /// reclaim takes them before the window's hot set.
+    ReclaimColdMarked = 115,
 
     // --- killer (2xx) ---
     /// Killed: first in AppFlow's order among non-recent background apps
@@ -125,6 +130,7 @@ impl Reason {
             ReclaimStepHeld => "reclaim_step_held",
             ReclaimStepNoKnob => "reclaim_step_no_knob",
             ReclaimAheadOfBurst => "reclaim_ahead_of_burst",
+            ReclaimColdMarked => "reclaim_cold_marked",
             KillHighestNetFreed => "kill_highest_net_freed",
             KillRecentLastResort => "kill_recent_last_resort",
             KillNotNeeded => "kill_not_needed",

@@ -6,7 +6,7 @@
 //! | [`reclaim`] | `ReclaimMechanism` | domain swappiness through the [`crate::journal`], `process_madvise(MADV_PAGEOUT)` of private anonymous ranges, `posix_fadvise(DONTNEED)` |
 //! | [`kill`] | `KillMechanism` | `pidfd_open`, identity check, optional v1 freezer, `pidfd_send_signal(SIGKILL)`, `process_mrelease` |
 //! | [`readahead`] | `PreloadMechanism::set_launch_readahead` (held by the worker client) | the devices' `read_ahead_kb` through a journal of its own |
-//! | [`switching`] | `PreloadMechanism` (switch prepaging) | ASAP's windows from `/proc/PID/pagemap`; the worker prepages with `process_madvise(MADV_WILLNEED)` |
+//! | [`switching`] | `PreloadMechanism` (switch prepaging, cold marking) | ASAP's windows from `/proc/PID/pagemap`; the worker prepages with `process_madvise(MADV_WILLNEED)` and marks Ariadne's cold sets with `process_madvise(MADV_COLD)` |
 //! | [`preload`] | `PreloadMechanism` | a separate worker process (`appflow preload-worker`) inside the domain's cgroups, idle I/O class, nice 19: protected spans mapped over 2 MiB windows, brought in with `MADV_POPULATE_READ` on a huge-page mapping (1 MiB device requests) and `mlock`ed, periodic touching for standby spans |
 //!
 //! This module holds the raw syscalls the others share and the probe of the
@@ -25,6 +25,9 @@ pub const MADV_PAGEOUT: i32 = 21;
 /// `MADV_WILLNEED`: on swapped anonymous memory, reads the pages into the
 /// swap cache without mapping them (process_madvise accepts it since 5.10).
 pub const MADV_WILLNEED: i32 = libc::MADV_WILLNEED;
+/// `MADV_COLD` (Linux 5.4): deactivates the pages (inactive LRU, accessed
+/// bits cleared) so reclaim takes them first; no I/O by itself.
+pub const MADV_COLD: i32 = libc::MADV_COLD;
 /// `IOPRIO_CLASS_IDLE`.
 pub const IOPRIO_CLASS_IDLE: i32 = 3;
 const IOPRIO_CLASS_SHIFT: i32 = 13;

@@ -148,7 +148,13 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
                 format!(" {}", cfg.domain.memory_cgroup.display())
             },
             sc.preload_strategy(),
-            on(sc.reclaim_active()),
+            // The user-space reclaimer's strategy (AppFlow's modes, PMR's
+            // page-out, Ariadne's cold marking, ...), or off.
+            if sc.reclaim_enabled {
+                format!("{:?}", sc.policy.reclaim)
+            } else {
+                "off".to_string()
+            },
             sc.killer_strategy(),
             cfg.apps.len()
         ))?;
@@ -157,14 +163,6 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
     let stop = crate::signals::install()?;
     let rt = Runtime::new(cfg, &WorkerCommand::current_exe()?)?;
     rt.run(stop)
-}
-
-fn on(b: bool) -> &'static str {
-    if b {
-        "on"
-    } else {
-        "off"
-    }
 }
 
 fn mib(v: &serde_json::Value) -> String {

@@ -518,13 +518,16 @@ impl Config {
         }
     }
 
-    /// Whether the preloader runs (a worker is needed): file preloading, or
-    /// switch prepaging (ASAP: the worker advises the pages).
+    /// Whether the preloader runs (a worker is needed): file preloading,
+    /// switch prepaging (ASAP: the worker advises the pages), or cold
+    /// marking (Ariadne: the worker marks the pages cold).
     pub fn preload_active(&self) -> bool {
         let c = self.scheduler_config();
         c.preload_strategy() != appflow_core::policy::PreloadStrategy::None
             || (c.preload_enabled
                 && c.policy.switch == appflow_core::policy::SwitchStrategy::Prepage)
+            || (c.reclaim_enabled
+                && c.policy.reclaim == appflow_core::policy::ReclaimStrategy::HotnessAware)
     }
 }
 
@@ -614,6 +617,24 @@ mod tests {
     }
 
     #[test]
+    fn ariadne_runs_its_user_space_half_with_the_worker() {
+        let c = Config::from_toml("[daemon]\npolicy = \"ariadne\"\n", "<t>").unwrap();
+        assert_eq!(c.policy().name, "ariadne");
+        assert!(c.policy().kernel_part().is_some());
+        // The worker marks the pages cold; turning reclaim off stops it.
+        assert!(c.preload_active());
+        let off = Config::from_toml(
+            "[daemon]\npolicy = \"ariadne\"\n[reclaim]\nenabled = false\n",
+            "<t>",
+        )
+        .unwrap();
+        assert!(!off.preload_active());
+        // Acclaim is a kernel change only: refused, naming the field.
+        let e = Config::from_toml("[daemon]\npolicy = \"acclaim\"\n", "<t>").unwrap_err();
+        assert!(e.to_string().contains("daemon.policy"), "{e}");
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let cases = [
             ("[daemon]\ntick_ms = 0\n", "daemon.tick_ms"),
@@ -622,7 +643,7 @@ mod tests {
             ("[preload]\nstrategy = \"fast\"\n", "strategy"),
             ("[daemon]\npolicy = \"fast\"\n", "daemon.policy"),
             ("[daemon]\npolicy = \"acclaim\"\n", "daemon.policy"),
-            ("[daemon]\npolicy = \"ariadne\"\n", "daemon.policy"),
+            ("[daemon]\npolicy = \"acclaim\"\n", "daemon.policy"),
             ("[killer]\nprotected = 3\n", "killer.protected"),
             (
                 "[killer]\nprotected_cgroups = \"/sys/fs/cgroup/memory/x\"\n",

@@ -15,14 +15,11 @@
 
 #[macro_use]
 mod support;
-use support::{daemon_bin, random_tag, spawn_in_with, wait_for, Proc, TempCgroup, TestSwap};
+use support::{daemon_bin, proc_id, random_tag, spawn_helper_test, wait_for, Proc, SwapDomain};
 
 use appflow_core::mechanism::{PreloadMechanism, ReclaimMechanism};
 use appflow_core::prepage::PrepagePlan;
-use appflow_core::scheduler::ProcId;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 const MIB: u64 = 1024 * 1024;
@@ -62,34 +59,15 @@ fn helper_process() {
 }
 
 fn spawn_helper(cg: &Path, dir: &Path, mib: u64) -> Proc {
-    let me = std::env::current_exe().unwrap();
-    let mut c = spawn_in_with(
+    spawn_helper_test(
         cg,
-        &me,
-        &[
-            "--exact",
-            "helper_process",
-            "--nocapture",
-            "--test-threads=1",
-        ],
+        "helper_process",
         &[
             ("APPFLOW_PREPAGE_HELPER", mib.to_string()),
             ("APPFLOW_PREPAGE_DIR", dir.display().to_string()),
         ],
-        Some(libc::SIGKILL),
-        Stdio::piped(),
-    );
-    let out = c.stdout.take().unwrap();
-    let mut ready = false;
-    for l in BufReader::new(out).lines() {
-        let Ok(l) = l else { break };
-        if l.trim_end().ends_with("helper-ready") {
-            ready = true;
-            break;
-        }
-    }
-    assert!(ready, "helper never became ready");
-    Proc(c)
+    )
+    .0
 }
 
 fn step(dir: &Path, n: u32, frac: &str) {
@@ -130,23 +108,17 @@ fn page_out_all(pid: u32) -> u64 {
 fn a_prepaged_switch_that_touches_half_is_half_precise() {
     use appflow_linux::actuators::preload::{WorkerClient, WorkerPlacement};
     require_kernel!();
-    let _swap = match TestSwap::ensure(512 * MIB) {
-        Ok(s) => s,
+    let d = match SwapDomain::new("appflow-prepage", 512 * MIB, 512 * MIB) {
+        Ok(d) => d,
         Err(r) => {
-            eprintln!("SKIPPED: no swap: {r}");
+            eprintln!("SKIPPED: {r}");
             return;
         }
     };
-    let tag = random_tag();
-    let cg = TempCgroup::new(&format!("appflow-prepage-{tag}"), Some(512 * MIB));
-    let dir = std::env::temp_dir().join(format!("appflow-prepage-{tag}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let h = spawn_helper(&cg.path, &dir, 64);
+    let (cg, dir) = (&d.cg, &d.dir);
+    let h = spawn_helper(&cg.path, dir, 64);
     let pid = h.0.id();
-    let id = ProcId {
-        pid,
-        start_time: appflow_linux::readers::read_start_time(Path::new("/proc"), pid).unwrap(),
-    };
+    let id = proc_id(pid);
     let worker = WorkerClient::spawn(
         &daemon_bin(),
         &["preload-worker".to_string()],
@@ -162,7 +134,7 @@ fn a_prepaged_switch_that_touches_half_is_half_precise() {
     let swapped = vm_swap_kib(pid) * 1024;
     assert!(swapped >= 60 * MIB, "only {swapped} bytes went to swap");
     w.start_window("a", &[id]).unwrap();
-    step(&dir, 1, "1");
+    step(dir, 1, "1");
     let o1 = w.switch_observation("a", &[id]).unwrap().unwrap();
     eprintln!("window 1 (swapped {} MiB): {o1:?}", swapped / MIB);
     assert_eq!(o1.prepaged_anon, 0);
@@ -198,7 +170,7 @@ fn a_prepaged_switch_that_touches_half_is_half_precise() {
     assert_eq!(ws.prepaged_bytes, asked, "{ws:?}");
     // WILLNEED maps nothing: the pages stay swap entries until touched.
     assert!(vm_swap_kib(pid) * 1024 >= swapped - 4 * MIB);
-    step(&dir, 2, "0.5");
+    step(dir, 2, "0.5");
     let o2 = w.switch_observation("a", &[id]).unwrap().unwrap();
     eprintln!("window 2: {o2:?}, precision {:?}", o2.precision());
     assert_eq!(o2.prepaged_anon, asked);
@@ -216,5 +188,4 @@ fn a_prepaged_switch_that_touches_half_is_half_precise() {
     assert!(o2.footprint().0 <= half + 8 * MIB);
     drop(w);
     drop(h);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -468,6 +468,26 @@ impl PreloadMechanism for Sim<'_> {
         };
         Ok((o != SwitchObservation::default()).then_some(o))
     }
+
+    /// Ariadne's user-space half, recorded only: the Ariadne kernel
+    /// variant already keeps each app's anonymous memory in hotness classes
+    /// (hot = its relaunch working set) and evicts the cold class first
+    /// (`Sim::evict_anon`), which is what marking the pages outside the hot
+    /// set cold asks of a real kernel. Acting on it again here would count
+    /// the same ordering twice; the call reports the app's resident bytes
+    /// outside its hot class (what a real kernel would be asked to mark).
+    fn mark_cold(&mut self, app: &str, _procs: &[ProcId]) -> Result<u64, MechError> {
+        if !self.ariadne() {
+            return Err(MechError::Unsupported(
+                "cold marking (modelled by the Ariadne kernel variant's eviction order only)"
+                    .into(),
+            ));
+        }
+        let a = self.app_index(app)?;
+        let pages = self.ariadne_resident(a, crate::peers::WARM)
+            + self.ariadne_resident(a, crate::peers::COLD);
+        Ok(pages * PAGE_BYTES)
+    }
 }
 
 impl ReclaimMechanism for Sim<'_> {

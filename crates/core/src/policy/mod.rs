@@ -49,6 +49,13 @@ pub enum ReclaimStrategy {
     /// direct reclaim low, raised back when direct reclaim grows
     /// (`crate::refault`).
     RefaultAware,
+    /// Ariadne's user-space half (the Ariadne paper §4.2, HotnessOrg): when an
+    /// app leaves the foreground, its anonymous data that its last
+    /// foreground window did not bring back (the window's hot set) is marked
+    /// cold, so the kernel's reclaim evicts it before the hot set. A list
+    /// operation only (`MADV_COLD`: deactivate, no I/O), as HotnessOrg's
+    /// are (§4.2, §6.4).
+    HotnessAware,
 }
 
 /// What happens when a running app is switched back to the foreground.
@@ -171,11 +178,11 @@ impl Policy {
 
     /// Why this policy cannot run on a real, unmodified kernel (the daemon
     /// and the testbed), if it cannot. A policy with a kernel variant but
-    /// also a user-space half (PMR's batched page-out) runs its user-space
-    /// half there (so does the re-fault policy's step controller); one that
-    /// is only a kernel change (Acclaim, Ariadne) cannot. Switch prepaging
-    /// (ASAP) is user space: pagemap windows and `MADV_WILLNEED`
-    /// (docs/peers.md).
+    /// also a user-space half (PMR's batched page-out, Ariadne's cold
+    /// marking) runs its user-space half there (so does the re-fault
+    /// policy's step controller); one that is only a kernel change
+    /// (Acclaim) cannot. Switch prepaging (ASAP) is user space: pagemap
+    /// windows and `MADV_WILLNEED` (docs/peers.md).
     pub fn needs_kernel_change(&self) -> Option<String> {
         let what = self.kernel.kernel_change()?;
         if self.has_user_space() {
@@ -313,10 +320,18 @@ mod tests {
 
     #[test]
     fn peers_run_where_their_halves_can() {
-        // Kernel-only peers: simulator only.
+        // Kernel-only policies: simulator only.
+        let acclaim = lookup("acclaim").unwrap();
+        assert!(acclaim.needs_kernel_change().is_some());
+        assert!(!acclaim.has_user_space());
+        // Ariadne's user-space half (cold marking) runs on a real kernel;
+        // its in-zram half (chunk sizes, pre-decompression) stays the
+        // simulator's kernel variant, named by `kernel_part`.
         let ariadne = lookup("ariadne").unwrap();
-        assert!(ariadne.needs_kernel_change().is_some());
-        assert!(!ariadne.has_user_space());
+        assert!(ariadne.needs_kernel_change().is_none() && ariadne.has_user_space());
+        assert_eq!(ariadne.reclaim, ReclaimStrategy::HotnessAware);
+        assert_eq!(ariadne.kernel, KernelVariant::Ariadne);
+        assert!(ariadne.kernel_part().is_some());
         // The re-fault policy's step controller runs on a real kernel; its
         // kernel variant stays the simulator's realisation of the step.
         let refault = lookup("refault").unwrap();

@@ -14,12 +14,15 @@
 //! | `reclaiming` | the mode controller's tick, page-out of background apps, cold-file drops (§4.2) |
 //! | `killing` | the kill trigger, the candidates and the victim (§4.3) |
 //! | `refaulting` | kswapd's reclaim step from re-faults and direct reclaim (the re-fault study §5) |
+//! | `switching` | foreground windows, ASAP's switch prepaging, PMR's page-out ahead of bursts |
+//! | `hotness` | Ariadne's cold marking of an app leaving the foreground (the Ariadne paper §4.2) |
 //! | [`stats`] | counters of everything the scheduler did |
 //!
 //! Which modules run and with which strategy comes from the registered
 //! [`Policy`](crate::policy::Policy).
 
 pub mod config;
+mod hotness;
 mod killing;
 mod preloading;
 mod reclaiming;
@@ -355,6 +358,8 @@ pub struct Scheduler {
     dropped_cold: bool,
     page_out_unsupported: bool,
     prepage_unsupported: bool,
+    /// The mechanism has no cold marking (asked once).
+    cold_mark_unsupported: bool,
     /// The devices' readahead is raised for the launches in progress.
     readahead_raised: bool,
     /// The mechanism has no launch readahead (asked once).
@@ -417,6 +422,7 @@ impl Scheduler {
             dropped_cold: false,
             page_out_unsupported: false,
             prepage_unsupported: false,
+            cold_mark_unsupported: false,
             readahead_raised: false,
             readahead_unsupported: false,
             footprints: FootprintTable::new(),
@@ -756,6 +762,7 @@ impl Scheduler {
                 }
                 self.standby_dirty = true;
                 self.end_window(app, false, now_ms, preload);
+                self.mark_cold(app, now_ms, preload);
                 reply = format!("{app} is background");
             }
             EventKind::Exit => {

@@ -42,6 +42,10 @@ pub struct Stats {
     pub prepage_bounded: u64,
     /// Footprint bytes the room left out.
     pub prepage_bounded_bytes: u64,
+    /// Apps marked cold on leaving the foreground (Ariadne's user-space half).
+    pub cold_mark_calls: u64,
+    /// Anonymous bytes asked to be marked cold.
+    pub cold_marked_bytes: u64,
     /// Anonymous bytes paged out ahead of bursts (PMR's user-space half).
     pub proactive_bytes: u64,
     /// Launch protections released early under memory pressure.

@@ -16,6 +16,12 @@ impl Scheduler {
         self.cfg.preload_enabled && self.cfg.policy.switch == SwitchStrategy::Prepage
     }
 
+    /// Whether the foreground windows are observed: ASAP learns its
+    /// footprints from them, Ariadne its hot sets.
+    fn tracks_windows(&self) -> bool {
+        self.prepaging() || self.cold_marking()
+    }
+
     pub(super) fn proactive_active(&self) -> bool {
         self.cfg.reclaim_enabled && self.cfg.policy.reclaim == ReclaimStrategy::Proactive
     }
@@ -28,7 +34,7 @@ impl Scheduler {
     /// Remembers which processes the driver attributed to each app this
     /// tick (the processes a window of the app is observed in).
     pub(super) fn note_app_procs(&mut self, procs: &[ProcInfo]) {
-        if !self.prepaging() {
+        if !self.tracks_windows() {
             return;
         }
         for a in self.apps.values_mut() {
@@ -42,14 +48,15 @@ impl Scheduler {
     }
 
     /// A foreground window of `app` begins (its launch or a switch): the
-    /// mechanism notes what of its processes is out of memory now.
+    /// mechanism notes what of its processes is out of memory now (ASAP's
+    /// footprint, Ariadne's hot set).
     pub(super) fn start_window(
         &mut self,
         app: &str,
         now_ms: u64,
         preload: &mut dyn PreloadMechanism,
     ) {
-        if !self.prepaging() {
+        if !self.tracks_windows() {
             return;
         }
         let ids = self.app_proc_ids(app);
@@ -130,12 +137,12 @@ impl Scheduler {
         now_ms: u64,
         preload: &mut dyn PreloadMechanism,
     ) {
-        if !self.prepaging() {
+        if !self.tracks_windows() {
             return;
         }
         let ids = self.app_proc_ids(app);
         match preload.switch_observation(app, &ids) {
-            Ok(Some(o)) if !exited => self.footprints.observe(app, &o),
+            Ok(Some(o)) if !exited && self.prepaging() => self.footprints.observe(app, &o),
             Ok(_) => {}
             Err(e) => self.mech_error(now_ms, &format!("switch footprint of {app}"), &e),
         }
@@ -203,9 +210,7 @@ mod tests {
         crate::scheduler::tests::sched_of(name, &["a", "b"])
     }
 
-    fn ev(s: &mut Scheduler, r: &mut Recorder, e: EventKind, app: &str, now: u64) {
-        s.notify(e, app, None, now, r).unwrap();
-    }
+    use crate::scheduler::tests::ev;
 
     #[test]
     fn asap_prepages_the_last_footprint_at_the_next_switch() {

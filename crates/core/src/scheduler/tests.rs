@@ -22,6 +22,11 @@ pub(crate) fn sched_of(name: &str, apps: &[&str]) -> Scheduler {
     Scheduler::new(cfg(name), curve(), &apps, &[])
 }
 
+/// An event of `app` with no announced process (the peers' tests).
+pub(crate) fn ev(s: &mut Scheduler, r: &mut Recorder, e: EventKind, app: &str, now: u64) {
+    s.notify(e, app, None, now, r).unwrap();
+}
+
 fn sched(cfg: SchedulerConfig) -> Scheduler {
     let mut s = Scheduler::new(cfg, curve(), &[], &[7]);
     s.set_profiles(vec![profile("a", 100, 2, 100), profile("b", 50, 1, 50)]);

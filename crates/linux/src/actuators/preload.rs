@@ -16,7 +16,7 @@
 //! reclaimable). The worker exits when its stdin closes (the daemon died):
 //! the kernel drops its mlocks with it.
 
-use super::switching::{SwitchTracker, TrackerStats};
+use super::switching::{AdviceJob, SwitchTracker, TrackerStats};
 use appflow_core::mechanism::{Hold, MechError, PreloadMechanism};
 use appflow_core::preload::FileSpan;
 use appflow_core::prepage::{PrepagePlan, SwitchObservation};
@@ -68,22 +68,20 @@ pub enum WorkerCmd {
         paused: bool,
     },
     /// Prepage (ASAP's switch prepaging): `process_madvise(MADV_WILLNEED)`
-    /// of `ranges` of the process instance (`pid`, `start_time`), in calls
-    /// of [`PREPAGE_CALL_RANGES`] ranges, reporting progress after each.
-    Prepage {
-        /// App switched to.
-        app: String,
-        /// Job number (progress is reported under it).
-        job: u64,
-        /// Process id.
-        pid: u32,
-        /// Its start time (the pidfd is checked against it).
-        start_time: u64,
-        /// Page-aligned (address, length) ranges in the process.
-        ranges: Vec<(u64, u64)>,
-    },
+    /// of the job's ranges, in calls of [`PREPAGE_CALL_RANGES`] ranges,
+    /// reporting progress after each.
+    Prepage(AdviceArgs),
     /// The app's switch window is over: stop prepaging for it.
     EndPrepage {
+        /// App.
+        app: String,
+    },
+    /// Mark cold (Ariadne's user-space half): `process_madvise(MADV_COLD)`
+    /// of the job's ranges, in calls of [`PREPAGE_CALL_RANGES`] ranges,
+    /// reporting progress after each.
+    MarkCold(AdviceArgs),
+    /// The app is back in the foreground: stop marking it cold.
+    StopCold {
         /// App.
         app: String,
     },
@@ -91,9 +89,54 @@ pub enum WorkerCmd {
     Quit,
 }
 
+/// One `process_madvise` job of the worker: ranges of one process instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdviceArgs {
+    /// The app the job is for.
+    pub app: String,
+    /// Job number (progress is reported under it).
+    pub job: u64,
+    /// Process id.
+    pub pid: u32,
+    /// Its start time (the pidfd is checked against it).
+    pub start_time: u64,
+    /// Page-aligned (address, length) ranges in the process.
+    pub ranges: Vec<(u64, u64)>,
+}
+
 /// Ranges (of at most 16 pages each) per prepaging call: 64 × 16 pages =
 /// 4 MiB, after which the worker reports progress and looks at its queue.
 pub const PREPAGE_CALL_RANGES: usize = 64;
+
+/// What a `process_madvise` job of the worker does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AdviceKind {
+    /// ASAP's switch prepaging: `MADV_WILLNEED`.
+    Prepage,
+    /// Ariadne's cold marking: `MADV_COLD`.
+    Cold,
+}
+
+impl AdviceKind {
+    /// (progress reply, final reply, advice).
+    fn ops(self) -> (&'static str, &'static str, i32) {
+        match self {
+            AdviceKind::Prepage => ("prepaged", "prepage_done", super::MADV_WILLNEED),
+            AdviceKind::Cold => ("cold_marked", "cold_done", super::MADV_COLD),
+        }
+    }
+
+    /// Whether the queued command `c` ends a job of this kind for `app`.
+    fn stopped_by(self, c: &WorkerCmd, app: &str) -> bool {
+        match (self, c) {
+            (_, WorkerCmd::Quit) => true,
+            (_, WorkerCmd::Release { app: a, .. }) => a == app,
+            (AdviceKind::Prepage, WorkerCmd::EndPrepage { app: a }) => a == app,
+            (AdviceKind::Cold, WorkerCmd::StopCold { app: a }) => a == app,
+            _ => false,
+        }
+    }
+}
 
 /// A reply from the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -418,78 +461,81 @@ impl Worker {
         r
     }
 
-    /// One prepaging job. The process is pinned by a pidfd checked against
-    /// its start time (never a bare pid); the ranges are advised in order
-    /// and the job stops at the first call that fails or advises less than
-    /// asked, so its progress is always a prefix of what was asked. Between
-    /// calls it stops when the app's window ends, the app is released or
-    /// the worker told to quit.
-    #[allow(clippy::too_many_arguments)]
-    fn prepage(
+    /// One `process_madvise` job (a prepaging or a cold-marking job). The
+    /// process is pinned by a pidfd checked against its start time (never a
+    /// bare pid); the ranges are advised in calls of
+    /// [`PREPAGE_CALL_RANGES`], with a progress report after each. Between
+    /// calls it stops when `stops` says a queued command ends the job (the
+    /// app's window changed, the app is released, the worker told to quit).
+    /// A prepaging job stops at the first call that fails or advises less
+    /// than asked, so its progress is always a prefix of what was asked; a
+    /// cold-marking job goes on past a failed call (a range unmapped since
+    /// the window ended) and reports what the kernel accepted.
+    fn advise(
         &mut self,
-        app: &str,
-        job: u64,
-        pid: u32,
-        start_time: u64,
-        ranges: &[(u64, u64)],
+        kind: AdviceKind,
+        a: &AdviceArgs,
         rx: &mpsc::Receiver<WorkerCmd>,
         queue: &mut VecDeque<WorkerCmd>,
         out: &mut impl Write,
     ) {
+        let (progress_op, done_op, advice) = kind.ops();
+        let app = a.app.as_str();
         let t0 = Instant::now();
         let mut r = WorkerReply {
-            op: "prepaged".into(),
+            op: progress_op.into(),
             app: app.into(),
-            job,
+            job: a.job,
             ..Default::default()
         };
-        let fd = match super::pin_instance(Path::new("/proc"), pid, start_time) {
+        let fd = match super::pin_instance(Path::new("/proc"), a.pid, a.start_time) {
             super::Pinned::Fd(fd) => fd,
             super::Pinned::Gone => {
-                r.op = "prepage_done".into();
+                r.op = done_op.into();
                 r.aborted = true;
                 return self.reply(r, out);
             }
             super::Pinned::Unavailable => {
-                r.op = "prepage_done".into();
+                r.op = done_op.into();
                 r.errors += 1;
                 return self.reply(r, out);
             }
         };
-        for chunk in ranges.chunks(PREPAGE_CALL_RANGES) {
+        for chunk in a.ranges.chunks(PREPAGE_CALL_RANGES) {
             while let Ok(c) = rx.try_recv() {
                 queue.push_back(c);
             }
-            if queue.iter().any(|c| match c {
-                WorkerCmd::Quit => true,
-                WorkerCmd::EndPrepage { app: a } | WorkerCmd::Release { app: a, .. } => a == app,
-                _ => false,
-            }) {
+            if queue.iter().any(|c| kind.stopped_by(c, app)) {
                 r.aborted = true;
                 break;
             }
             let asked: u64 = chunk.iter().map(|&(_, l)| l).sum();
-            match super::process_madvise(&fd, chunk, super::MADV_WILLNEED) {
+            match super::process_madvise(&fd, chunk, advice) {
                 Ok(n) => {
                     r.bytes_read += n;
                     r.ms = t0.elapsed().as_millis() as u64;
                     if n < asked {
                         r.errors += 1;
-                        break;
+                        if kind == AdviceKind::Prepage {
+                            break;
+                        }
                     }
                     self.reply(r.clone(), out);
                 }
-                Err(e) => {
-                    if e != libc::ESRCH {
-                        r.errors += 1;
-                    }
-                    r.aborted = e == libc::ESRCH;
+                Err(libc::ESRCH) => {
+                    r.aborted = true;
                     break;
+                }
+                Err(_) => {
+                    r.errors += 1;
+                    if kind == AdviceKind::Prepage {
+                        break;
+                    }
                 }
             }
         }
         r.ms = t0.elapsed().as_millis() as u64;
-        r.op = "prepage_done".into();
+        r.op = done_op.into();
         self.reply(r, out);
     }
 
@@ -612,15 +658,10 @@ pub fn worker_main(
                 );
             }
             WorkerCmd::PauseTouch { paused: p } => paused = p,
-            WorkerCmd::Prepage {
-                app,
-                job,
-                pid,
-                start_time,
-                ranges,
-            } => w.prepage(&app, job, pid, start_time, &ranges, &rx, &mut queue, output),
-            // A window that ended after its job did: nothing to stop.
-            WorkerCmd::EndPrepage { .. } => {}
+            WorkerCmd::Prepage(a) => w.advise(AdviceKind::Prepage, &a, &rx, &mut queue, output),
+            WorkerCmd::MarkCold(a) => w.advise(AdviceKind::Cold, &a, &rx, &mut queue, output),
+            // A window that changed after its job ended: nothing to stop.
+            WorkerCmd::EndPrepage { .. } | WorkerCmd::StopCold { .. } => {}
             WorkerCmd::Quit => return Ok(()),
         }
     }
@@ -659,6 +700,16 @@ pub struct WorkerStats {
     /// Per open prepaging job: bytes advised so far.
     #[serde(skip)]
     pub prepage_progress: BTreeMap<u64, u64>,
+    /// Bytes marked cold (`MADV_COLD`, Ariadne), since start.
+    pub cold_marked_bytes: u64,
+    /// Cold-marking jobs the worker ended (done, stopped or failed).
+    pub cold_jobs: u64,
+    /// Cold-marking jobs stopped because the app came back to the
+    /// foreground (or its process went away).
+    pub cold_jobs_stopped: u64,
+    /// Per open cold-marking job: bytes marked so far.
+    #[serde(skip)]
+    pub cold_progress: BTreeMap<u64, u64>,
     /// False once the worker has exited.
     pub alive: bool,
 }
@@ -685,8 +736,11 @@ pub struct WorkerClient {
     dry_run: bool,
     /// The devices' readahead during launches (None: not offered).
     readahead: Option<super::readahead::LaunchReadahead>,
-    /// ASAP's windows and candidate tables (switch prepaging).
+    /// ASAP's windows and candidate tables (switch prepaging), and
+    /// Ariadne's cold sets.
     switching: SwitchTracker,
+    /// Apps with cold-marking jobs sent since their last window started.
+    cold_sent: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for WorkerClient {
@@ -730,6 +784,7 @@ impl WorkerClient {
             dry_run: true,
             readahead: None,
             switching: default_tracker(),
+            cold_sent: Default::default(),
         }
     }
 
@@ -840,6 +895,20 @@ impl WorkerClient {
                             s.prepage_progress.pop_first();
                         }
                     }
+                    "cold_marked" | "cold_done" => {
+                        let before = if r.op == "cold_done" {
+                            s.cold_progress.remove(&r.job)
+                        } else {
+                            s.cold_progress.insert(r.job, r.bytes_read)
+                        };
+                        s.cold_marked_bytes += r.bytes_read.saturating_sub(before.unwrap_or(0));
+                        if r.op == "cold_done" {
+                            s.cold_jobs += 1;
+                            if r.aborted {
+                                s.cold_jobs_stopped += 1;
+                            }
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -858,7 +927,49 @@ impl WorkerClient {
             dry_run: false,
             readahead: None,
             switching: default_tracker(),
+            cold_sent: Default::default(),
         })
+    }
+
+    /// Hands `app`'s `jobs` to the worker as `kind` commands (in dry-run
+    /// only logs them); returns their bytes.
+    fn send_jobs(
+        &mut self,
+        app: &str,
+        jobs: Vec<AdviceJob>,
+        kind: AdviceKind,
+    ) -> Result<u64, MechError> {
+        let bytes: u64 = jobs
+            .iter()
+            .flat_map(|j| j.ranges.iter())
+            .map(|&(_, l)| l)
+            .sum();
+        if self.dry_run {
+            if bytes > 0 {
+                tracing::info!(
+                    app,
+                    bytes,
+                    jobs = jobs.len(),
+                    ?kind,
+                    "dry-run: would advise"
+                );
+            }
+            return Ok(bytes);
+        }
+        for j in jobs {
+            let a = AdviceArgs {
+                app: app.to_string(),
+                job: j.job,
+                pid: j.id.pid,
+                start_time: j.id.start_time,
+                ranges: j.ranges,
+            };
+            self.send(&match kind {
+                AdviceKind::Prepage => WorkerCmd::Prepage(a),
+                AdviceKind::Cold => WorkerCmd::MarkCold(a),
+            })?;
+        }
+        Ok(bytes)
     }
 
     /// The worker's statistics as last reported.
@@ -1018,8 +1129,31 @@ impl PreloadMechanism for WorkerClient {
     }
 
     fn start_window(&mut self, app: &str, procs: &[ProcId]) -> Result<(), MechError> {
+        // Back in the foreground: a cold-marking job still running for it stops.
+        if self.cold_sent.remove(app) && !self.dry_run {
+            self.send(&WorkerCmd::StopCold { app: app.into() })?;
+        }
         self.switching.start(app, procs);
         Ok(())
+    }
+
+    /// Hands the cold set of `app`'s last window (its present private
+    /// anonymous pages the window did not bring back, see
+    /// [`super::switching`]) to the worker, which marks them with
+    /// `process_madvise(MADV_COLD)`; only processes in `procs` (the app's
+    /// own, by identity) are marked. Returns the bytes handed out (0
+    /// without an observed window).
+    fn mark_cold(&mut self, app: &str, procs: &[ProcId]) -> Result<u64, MechError> {
+        let jobs: Vec<_> = self
+            .switching
+            .cold_jobs(app)
+            .into_iter()
+            .filter(|j| procs.contains(&j.id))
+            .collect();
+        if !jobs.is_empty() && !self.dry_run {
+            self.cold_sent.insert(app.to_string());
+        }
+        self.send_jobs(app, jobs, AdviceKind::Cold)
     }
 
     /// Hands the candidates still swapped (at most the plan's anonymous
@@ -1034,30 +1168,7 @@ impl PreloadMechanism for WorkerClient {
     ) -> Result<u64, MechError> {
         let _ = procs;
         let jobs = self.switching.prepage(app, plan.anon_bytes);
-        let bytes: u64 = jobs
-            .iter()
-            .flat_map(|j| j.ranges.iter())
-            .map(|&(_, l)| l)
-            .sum();
-        if self.dry_run {
-            tracing::info!(
-                app,
-                bytes,
-                jobs = jobs.len(),
-                "dry-run: would prepage (MADV_WILLNEED)"
-            );
-            return Ok(bytes);
-        }
-        for j in jobs {
-            self.send(&WorkerCmd::Prepage {
-                app: app.into(),
-                job: j.job,
-                pid: j.id.pid,
-                start_time: j.id.start_time,
-                ranges: j.ranges,
-            })?;
-        }
-        Ok(bytes)
+        self.send_jobs(app, jobs, AdviceKind::Prepage)
     }
 
     fn switch_observation(

@@ -26,6 +26,21 @@
 //! feedback). The amounts per app and the plan are the core's
 //! (`appflow_core::prepage`); only pages live here.
 //!
+//! The same window gives Ariadne's hot set (the Ariadne paper §4.2: the data
+//! of the last relaunch): the window's footprint. What else of the app's
+//! private anonymous memory is present at the window's end — pages that
+//! were resident at its start and that it did not bring back — is the
+//! app's *cold* set, which [`SwitchTracker::cold_jobs`] hands to the worker
+//! to mark with `process_madvise(MADV_COLD)` once the app is in the
+//! background (the kernel then reclaims them before the hot set). A
+//! resident page the window used cannot be told from one it did not use
+//! (no per-page accessed bit is readable from user space without
+//! `CONFIG_IDLE_PAGE_TRACKING`); such a page marked cold that the app
+//! touches again before reclaim reaches it gets its accessed bit back and
+//! the kernel's reclaim keeps it (a second chance), so the error costs
+//! order, not data. After a cold launch (nothing present at its start)
+//! the cold set is empty.
+//!
 //! File pages are not tracked: the page cache is shared between processes,
 //! so a file page's return cannot be told to be this app's (a `mincore`
 //! delta of every file the app maps would count other apps' reads). The
@@ -176,10 +191,11 @@ struct ProcWindow {
     job: Option<u64>,
 }
 
-/// A prepaging job: one process's ranges.
+/// A job for the worker's `process_madvise`: one process's ranges, to
+/// prepage (`MADV_WILLNEED`) or to mark cold (`MADV_COLD`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PrepageJob {
-    /// Job number (the prepager reports its progress under it).
+pub struct AdviceJob {
+    /// Job number (the worker reports its progress under it).
     pub job: u64,
     /// The process.
     pub id: ProcId,
@@ -200,6 +216,10 @@ pub struct TrackerStats {
     pub jobs: u64,
     /// Bytes handed out to prepage.
     pub asked_bytes: u64,
+    /// Cold-marking jobs handed out (Ariadne).
+    pub cold_jobs: u64,
+    /// Bytes handed out to mark cold.
+    pub cold_asked_bytes: u64,
 }
 
 /// The per-app windows and candidate tables.
@@ -209,6 +229,9 @@ pub struct SwitchTracker {
     page_bytes: u64,
     open: BTreeMap<String, BTreeMap<ProcId, ProcWindow>>,
     candidates: BTreeMap<String, BTreeMap<ProcId, Vec<u64>>>,
+    /// Per app, its last window's cold set (present at the end, not
+    /// brought back by it), until handed out.
+    cold: BTreeMap<String, BTreeMap<ProcId, Vec<u64>>>,
     next_job: u64,
     /// Counters.
     pub stats: TrackerStats,
@@ -218,6 +241,12 @@ pub struct SwitchTracker {
 /// "Optimizing Prepaging Threads": anonymous pages in batches of 16).
 pub const BATCH_PAGES: u64 = appflow_core::prepage::ANON_BATCH_PAGES;
 
+/// Pages per iovec element of a cold-marking call: 512 pages (2 MiB, one
+/// huge page). `MADV_COLD` only moves pages between LRU lists, so no batch
+/// size comes from a paper; the bound keeps one call (of the worker's 64
+/// elements) at 128 MiB, so a switch back to the app stops the job soon.
+pub const COLD_RANGE_PAGES: u64 = 512;
+
 impl SwitchTracker {
     /// A tracker reading under `proc_root`.
     pub fn new(proc_root: &Path, page_bytes: u64) -> Self {
@@ -226,6 +255,7 @@ impl SwitchTracker {
             page_bytes: page_bytes.max(1),
             open: BTreeMap::new(),
             candidates: BTreeMap::new(),
+            cold: BTreeMap::new(),
             next_job: 1,
             stats: TrackerStats::default(),
         }
@@ -258,13 +288,15 @@ impl SwitchTracker {
             }
         }
         self.stats.windows += 1;
+        // Back in the foreground: a cold set not yet handed out is stale.
+        self.cold.remove(app);
         self.open.insert(app.to_string(), w);
     }
 
     /// The open window's candidates still swapped, at most `max_bytes` in
     /// all (processes in identity order, pages in address order), as jobs
     /// for the prepager; the pages are noted as asked.
-    pub fn prepage(&mut self, app: &str, max_bytes: u64) -> Vec<PrepageJob> {
+    pub fn prepage(&mut self, app: &str, max_bytes: u64) -> Vec<AdviceJob> {
         let Some(w) = self.open.get_mut(app) else {
             return Vec::new();
         };
@@ -288,7 +320,7 @@ impl SwitchTracker {
             self.next_job += 1;
             self.stats.jobs += 1;
             self.stats.asked_bytes += pages.len() as u64 * self.page_bytes;
-            jobs.push(PrepageJob {
+            jobs.push(AdviceJob {
                 job,
                 id: *id,
                 ranges: page_ranges(&pages, self.page_bytes, BATCH_PAGES),
@@ -325,6 +357,7 @@ impl SwitchTracker {
         }
         let mut total = WindowPages::default();
         let mut table = BTreeMap::new();
+        let mut cold = BTreeMap::new();
         for (id, pw) in w {
             let Some(end) = self.read(id) else { continue };
             let advised = pw.job.map_or(0, |j| done(j) / self.page_bytes) as usize;
@@ -337,11 +370,16 @@ impl SwitchTracker {
             total.prepaged += n.prepaged;
             total.used += n.used;
             total.demand += n.demand;
+            let c = minus(&end.present, &footprint);
+            if !c.is_empty() {
+                cold.insert(id, c);
+            }
             if !footprint.is_empty() {
                 table.insert(id, footprint);
             }
         }
         self.candidates.insert(app.to_string(), table);
+        self.cold.insert(app.to_string(), cold);
         self.stats.observed += 1;
         let b = |p: u64| p * self.page_bytes;
         Some(SwitchObservation {
@@ -352,10 +390,39 @@ impl SwitchTracker {
         })
     }
 
+    /// The cold set of `app`'s last observed window (Ariadne's user-space
+    /// half), once: per process, its pages present at the window's end that
+    /// the window did not bring back, as ranges of at most
+    /// [`COLD_RANGE_PAGES`]. Empty without an observed window, for an app
+    /// whose window is open (it is in the foreground), and the second
+    /// time.
+    pub fn cold_jobs(&mut self, app: &str) -> Vec<AdviceJob> {
+        if self.open.contains_key(app) {
+            return Vec::new();
+        }
+        let Some(sets) = self.cold.remove(app) else {
+            return Vec::new();
+        };
+        let mut jobs = Vec::new();
+        for (id, pages) in sets {
+            let job = self.next_job;
+            self.next_job += 1;
+            self.stats.cold_jobs += 1;
+            self.stats.cold_asked_bytes += pages.len() as u64 * self.page_bytes;
+            jobs.push(AdviceJob {
+                job,
+                id,
+                ranges: page_ranges(&pages, self.page_bytes, COLD_RANGE_PAGES),
+            });
+        }
+        jobs
+    }
+
     /// Forgets `app` (it exited).
     pub fn forget(&mut self, app: &str) {
         self.open.remove(app);
         self.candidates.remove(app);
+        self.cold.remove(app);
     }
 
     /// Candidate pages of `app`, all processes.
@@ -444,6 +511,54 @@ mod tests {
         assert_eq!(o, SwitchObservation::default());
         assert_eq!(t.stats.windows, 1);
         assert_eq!(t.stats.observed, 1);
+    }
+
+    #[test]
+    fn the_cold_set_is_what_the_last_window_did_not_bring_back() {
+        let (root, id) = fixture();
+        let mut t = SwitchTracker::new(root, 4096);
+        // No window observed yet: nothing to mark.
+        assert!(t.cold_jobs("a").is_empty());
+        // A window in which nothing changed (the fixture's 8 present pages
+        // were present at its start): all 8 are cold, none hot.
+        t.start("a", &[id]);
+        let o = t.finish("a", &[id], &|_| 0).unwrap();
+        assert_eq!(o.demand_anon, 0);
+        let jobs = t.cold_jobs("a");
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].id, id);
+        assert_eq!(jobs[0].ranges, vec![(0x10000, 8 * 4096)]);
+        assert_eq!(t.stats.cold_asked_bytes, 8 * 4096);
+        // Handed out once.
+        assert!(t.cold_jobs("a").is_empty());
+        // A window that starts again (the app is back in front) drops a
+        // cold set not handed out, and an open window gives none.
+        t.start("a", &[id]);
+        assert!(t.cold_jobs("a").is_empty());
+        t.finish("a", &[id], &|_| 0).unwrap();
+        t.start("a", &[id]);
+        assert!(t.cold_jobs("a").is_empty());
+        // Another instance with the same pid is never read, so never marked.
+        let other = ProcId {
+            start_time: 1,
+            ..id
+        };
+        let mut t = SwitchTracker::new(root, 4096);
+        t.start("b", &[other]);
+        t.finish("b", &[other], &|_| 0).unwrap();
+        assert!(t.cold_jobs("b").is_empty());
+    }
+
+    #[test]
+    fn the_hot_set_is_left_out_of_the_cold_set() {
+        // Start: 1-3 present. The window brought back 10, 11 (swapped at
+        // its start) and allocated 20; 2 stayed present and was not
+        // brought back.
+        let start = [1u64, 2, 3];
+        let end = [1u64, 2, 3, 10, 11, 20];
+        let (_, footprint) = window_pages(&start, &[], &end);
+        assert_eq!(footprint, vec![10, 11, 20]);
+        assert_eq!(minus(&end, &footprint), vec![1, 2, 3]);
     }
 
     #[test]

@@ -120,6 +120,8 @@ pub struct Gauges {
     pub page_out_errors: BTreeMap<i32, u64>,
     /// Bytes the worker advised with `MADV_WILLNEED` (switch prepaging).
     pub prepaged_bytes: u64,
+    /// Bytes the worker marked with `MADV_COLD` (Ariadne's cold marking).
+    pub cold_marked_bytes: u64,
     /// Switch prepaging's precision and recall so far (ASAP's feedback).
     pub prepage_precision: Option<f64>,
     /// See `prepage_precision`.
@@ -197,6 +199,7 @@ pub fn render(m: &Metrics, g: &Gauges) -> String {
         let _ = writeln!(o, "# HELP appflow_reclaim_step kswapd's step in force (vm.watermark_scale_factor).\n# TYPE appflow_reclaim_step gauge\nappflow_reclaim_step {w}");
     }
     let _ = writeln!(o, "# HELP appflow_prepage_calls_total Switches prepaged (ASAP).\n# TYPE appflow_prepage_calls_total counter\nappflow_prepage_calls_total {}", m.sched.prepage_calls);
+    let _ = writeln!(o, "# HELP appflow_cold_marked_bytes_total Anonymous bytes of background apps outside their last window's hot set: asked by the scheduler, marked (MADV_COLD) by the worker (Ariadne).\n# TYPE appflow_cold_marked_bytes_total counter\nappflow_cold_marked_bytes_total{{kind=\"asked\"}} {}\nappflow_cold_marked_bytes_total{{kind=\"marked\"}} {}", m.sched.cold_marked_bytes, g.cold_marked_bytes);
     let _ = writeln!(o, "# HELP appflow_prepage_bytes_total Switch prepaging bytes: asked by the scheduler, advised (MADV_WILLNEED) by the worker.\n# TYPE appflow_prepage_bytes_total counter\nappflow_prepage_bytes_total{{kind=\"asked\"}} {}\nappflow_prepage_bytes_total{{kind=\"advised\"}} {}", m.sched.prepage_requested_bytes, g.prepaged_bytes);
     if let Some(p) = g.prepage_precision {
         gauge(

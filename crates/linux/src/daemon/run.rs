@@ -669,6 +669,13 @@ impl Runtime {
                 "preload worker started (idle I/O class, nice 19, in the domain)"
             );
         }
+        if let Some(k) = cfg.policy().kernel_part() {
+            tracing::warn!(
+                policy = cfg.policy().name,
+                "the policy's kernel half ({k}) needs a kernel patch: not possible on a stock kernel; \
+                 running its user-space half only"
+            );
+        }
         let curve = load_curve(&cfg.daemon.state_dir);
         let declared: Vec<String> = cfg.apps.iter().map(|a| a.name.clone()).collect();
         let curve_for_detection = curve.clone();
@@ -1051,6 +1058,7 @@ impl Runtime {
             page_out_calls: self.reclaim.page_out_calls,
             page_out_errors: self.reclaim.page_out_errors.clone(),
             prepaged_bytes: ws.prepaged_bytes,
+            cold_marked_bytes: ws.cold_marked_bytes,
             prepage_precision: self.sched.switch_feedback().precision(),
             prepage_recall: self.sched.switch_feedback().recall(),
         }
@@ -1113,6 +1121,9 @@ impl Runtime {
             "dry_run": self.cfg.daemon.dry_run,
             "uptime_ms": self.now_ms(),
             "policy": self.sched.config().policy.name,
+            // The policy's kernel half, not possible on a stock kernel (the
+            // daemon runs the user-space half only); null when it has none.
+            "kernel_half_not_run": self.sched.config().policy.kernel_part(),
             "mode": self.sched.mode().name(),
             "domain": {
                 "kind": match &self.domain { Domain::System => "system".to_string(), Domain::Cgroup(c) => format!("cgroup {}", c.path.display()) },
@@ -1155,6 +1166,13 @@ impl Runtime {
                     "footprint": self.sched.switch_feedback().footprint,
                 },
                 "windows": self.worker.switch_stats(),
+            },
+            "cold": {
+                "apps_marked": st.cold_mark_calls,
+                "requested_bytes": st.cold_marked_bytes,
+                "marked_bytes": ws.cold_marked_bytes,
+                "jobs_done": ws.cold_jobs,
+                "jobs_stopped": ws.cold_jobs_stopped,
             },
             "foreground": self.sched.foreground(),
             "detect": self.detection.as_ref().map(|d| {

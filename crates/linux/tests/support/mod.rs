@@ -168,6 +168,31 @@ pub fn spawn_in_with(
     cmd.spawn().unwrap()
 }
 
+/// Runs the test `helper` of this test binary (a function that does its
+/// work only when its environment `env` says so) in `cgroup`, killed when
+/// the test dies, and waits for it to print a line with `helper-ready`;
+/// returns it and what followed `helper-ready ` on that line.
+pub fn spawn_helper_test(cgroup: &Path, helper: &str, env: &[(&str, String)]) -> (Proc, String) {
+    let me = std::env::current_exe().unwrap();
+    // Owned by a `Proc` at once: killed and reaped on every path.
+    let mut p = Proc(spawn_in_with(
+        cgroup,
+        &me,
+        &["--exact", helper, "--nocapture", "--test-threads=1"],
+        env,
+        Some(libc::SIGKILL),
+        Stdio::piped(),
+    ));
+    let out = p.0.stdout.take().unwrap();
+    for l in BufReader::new(out).lines() {
+        let Ok(l) = l else { break };
+        if let Some((_, rest)) = l.trim_end().split_once("helper-ready") {
+            return (p, rest.trim().to_string());
+        }
+    }
+    panic!("helper {helper} never became ready");
+}
+
 /// The daemon binary of this package (same code as `appflow daemon`).
 pub fn daemon_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_appflowd"))
@@ -359,5 +384,49 @@ impl Drop for TestSwap {
             let _ = Command::new("swapoff").arg(&dev).status();
             let _ = std::fs::write("/sys/class/zram-control/hot_remove", n.to_string());
         }
+    }
+}
+
+/// A memory cgroup with swap and a scratch directory, for tests of
+/// anonymous memory. Dropped in that order: the cgroup's processes die
+/// before the scratch directory goes, the swap last.
+pub struct SwapDomain {
+    /// The cgroup.
+    pub cg: TempCgroup,
+    /// The scratch directory.
+    pub dir: PathBuf,
+    _swap: TestSwap,
+}
+
+impl SwapDomain {
+    /// `CG_ROOT/<prefix>-<tag>` limited to `limit_bytes`, a scratch
+    /// directory of the same name, and swap of `swap_bytes` when the
+    /// machine has none. `Err` is the reason to skip.
+    pub fn new(prefix: &str, swap_bytes: u64, limit_bytes: u64) -> Result<Self, String> {
+        let swap = TestSwap::ensure(swap_bytes).map_err(|r| format!("no swap: {r}"))?;
+        let name = format!("{prefix}-{}", random_tag());
+        let cg = TempCgroup::new(&name, Some(limit_bytes));
+        let dir = std::env::temp_dir().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        Ok(Self {
+            cg,
+            dir,
+            _swap: swap,
+        })
+    }
+}
+
+impl Drop for SwapDomain {
+    fn drop(&mut self) {
+        self.cg.kill_all();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The identity (pid + start time) of a live process.
+pub fn proc_id(pid: u32) -> appflow_core::scheduler::ProcId {
+    appflow_core::scheduler::ProcId {
+        pid,
+        start_time: appflow_linux::readers::read_start_time(Path::new("/proc"), pid).unwrap(),
     }
 }
