@@ -652,8 +652,11 @@ fn burst_switches_mode_and_protected_ranges_survive() {
 /// Killer trigger lines for tests about the victim, not the trigger: the
 /// machine may have swap (another test's or tool's zram) or none, so "swap
 /// nearly full" counts as soon as any swap is used, and any memory stall
-/// counts as one.
-const KILL_WITH_ANY_SWAP: &str = "trigger_swap_free_fraction = 1.0\ntrigger_psi_some_avg10 = 0.0\n";
+/// counts as one while memory is low. The capacity-stall trigger (a stall
+/// with swap full, memory not low) is off: with "swap full" always true here
+/// and a v1 domain reading the machine's PSI, any other work's stall on the
+/// shared machine would fire it before memory is tight.
+const KILL_WITH_ANY_SWAP: &str = "trigger_swap_free_fraction = 1.0\ntrigger_psi_some_avg10 = 0.0\ntrigger_capacity_psi_some_avg10 = 100.0\n";
 
 /// Four apps of 40/100/60/120 MiB (a, b, c, fg) in a 400 MiB domain, each
 /// in its own cgroup (b's under `keep/` when `protect_b`, with
