@@ -10,7 +10,7 @@
 
 use crate::cutoff::{candidate_cutoffs, cutoff_options, CutoffOption};
 use crate::knapsack::{self, Item, KnapsackError};
-use crate::profile::LaunchProfile;
+use crate::profile::{ActiveFile, LaunchProfile};
 use crate::reason::Reason;
 use crate::storage::ThroughputCurve;
 use crate::{KIB, MIB};
@@ -288,11 +288,19 @@ pub const KERNEL_READAHEAD_BYTES: u64 = 128 * KIB;
 /// after each range up to `window`, never more than the gap to the next range
 /// (or to the end of the file).
 pub fn readahead_overread(profile: &LaunchProfile, cutoff_bytes: u64, window: u64) -> u64 {
+    overread(&large_files(profile, cutoff_bytes), window)
+}
+
+/// A profile's active files of at least `cutoff_bytes` (the streamed ones).
+fn large_files(profile: &LaunchProfile, cutoff_bytes: u64) -> Vec<ActiveFile<'_>> {
+    let mut files = profile.active_files();
+    files.retain(|f| f.size_bytes >= cutoff_bytes);
+    files
+}
+
+fn overread(files: &[ActiveFile<'_>], window: u64) -> u64 {
     let mut extra = 0;
-    for f in profile.active_files() {
-        if f.size_bytes < cutoff_bytes {
-            continue;
-        }
+    for f in files {
         for (i, r) in f.ranges.iter().enumerate() {
             let next = f.ranges.get(i + 1).map_or(f.size_bytes, |n| n.start);
             extra += next.saturating_sub(r.end).min(window);
@@ -316,18 +324,12 @@ pub fn launch_readahead_window(
     curve: &ThroughputCurve,
     max_bytes: u64,
 ) -> Option<u64> {
-    let needed: u64 = profile
-        .active_files()
-        .iter()
-        .filter(|f| f.size_bytes >= cutoff_bytes)
-        .map(|f| f.touched_bytes())
-        .sum();
+    let files = large_files(profile, cutoff_bytes);
+    let needed: u64 = files.iter().map(ActiveFile::touched_bytes).sum();
     if needed == 0 {
         return None;
     }
-    let secs = |w: u64| {
-        (needed + readahead_overread(profile, cutoff_bytes, w)) as f64 / curve.throughput(w)
-    };
+    let secs = |w: u64| (needed + overread(&files, w)) as f64 / curve.throughput(w);
     let default = secs(KERNEL_READAHEAD_BYTES);
     let mut best: Option<(u64, f64)> = None;
     let mut w = 2 * KERNEL_READAHEAD_BYTES;
