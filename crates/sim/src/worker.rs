@@ -341,6 +341,11 @@ impl Sim<'_> {
     }
 }
 
+/// The launch readahead (`set_launch_readahead`) keeps the trait's default,
+/// unsupported: the launch model reads a launch's large files at the
+/// curve's rate for the readahead size, which, raised, predicted more gain
+/// than the testbed measured under `high` (appflow −53.5 % against −38.6 %;
+/// there room, not request size, bounds the launch); see docs/sim.md.
 impl PreloadMechanism for Sim<'_> {
     /// Touch: the worker keeps these spans resident from its next touch on.
     /// Protect: the worker streams them (idle class) and locks what it read
@@ -431,23 +436,6 @@ impl PreloadMechanism for Sim<'_> {
         let bytes = (job.anon_left + job.file_left) * PAGE_BYTES;
         self.prepage_job = Some(job);
         Ok(bytes)
-    }
-
-    /// Not modelled: the launch model reads a launch's large files at the
-    /// curve's rate for the readahead size, which, raised, predicted more
-    /// gain than the testbed measured under `high` (appflow −53.5 % against
-    /// −38.6 %; there room, not request size, bounds the launch); see
-    /// docs/sim.md.
-    fn set_launch_readahead(
-        &mut self,
-        paths: &[&str],
-        procs: &[ProcId],
-        bytes: Option<u64>,
-    ) -> Result<u32, MechError> {
-        let _ = (paths, procs, bytes);
-        Err(MechError::Unsupported(
-            "launch readahead (not modelled by the simulator)".into(),
-        ))
     }
 
     fn switch_observation(
