@@ -30,13 +30,24 @@ fn run(dir: &std::path::Path) -> std::io::Result<()> {
         .expect("preset")
         .flash;
     type Method = fn(&std::fs::File);
-    let methods: [(&str, Method); 6] = [
+    let methods: [(&str, Method); 7] = [
         ("pread, 2 MiB buffer", |f| pread_all(f)),
         ("POSIX_FADV_SEQUENTIAL, then pread 2 MiB", |f| {
             // SAFETY: advice on an open descriptor.
             unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
             pread_all(f)
         }),
+        (
+            "POSIX_FADV_SEQUENTIAL, POSIX_FADV_RANDOM, then pread 2 MiB",
+            |f| {
+                // SAFETY: advice on an open descriptor.
+                unsafe {
+                    libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL);
+                    libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+                }
+                pread_all(f)
+            },
+        ),
         ("POSIX_FADV_WILLNEED over 32 MiB", |f| {
             // SAFETY: advice on an open descriptor.
             unsafe {

@@ -318,18 +318,33 @@ fn overread(files: &[ActiveFile<'_>], window: u64) -> u64 {
 /// throughput. A larger window is faster per byte but reads further past
 /// every range an app reads only in part; the fastest window wins, if it is
 /// faster than the kernel's default.
+///
+/// What is read past the ranges is page cache the launch never uses, and
+/// it takes memory like everything the launch reads. Whatever does not fit
+/// in the memory free at that moment (`room_bytes`) is first reclaimed from
+/// other apps, at the rate reclaim supplies memory (`reclaim_bytes_per_sec`;
+/// the AppFlow paper §4.2.1 calls an allocation faster than that a burst).
+/// So each window's time also counts reclaiming the launch's bytes and its
+/// overread beyond the room: under memory pressure a window that reads far
+/// past the ranges can cost more in reclaim than it gains on the curve.
 pub fn launch_readahead_window(
     profile: &LaunchProfile,
     cutoff_bytes: u64,
     curve: &ThroughputCurve,
     max_bytes: u64,
+    room_bytes: u64,
+    reclaim_bytes_per_sec: f64,
 ) -> Option<u64> {
     let files = large_files(profile, cutoff_bytes);
     let needed: u64 = files.iter().map(ActiveFile::touched_bytes).sum();
     if needed == 0 {
         return None;
     }
-    let secs = |w: u64| (needed + overread(&files, w)) as f64 / curve.throughput(w);
+    let secs = |w: u64| {
+        let bytes = needed + overread(&files, w);
+        let reclaim = bytes.saturating_sub(room_bytes) as f64 / reclaim_bytes_per_sec.max(1.0);
+        bytes as f64 / curve.throughput(w) + reclaim
+    };
     let default = secs(KERNEL_READAHEAD_BYTES);
     let mut best: Option<(u64, f64)> = None;
     let mut w = 2 * KERNEL_READAHEAD_BYTES;
@@ -486,22 +501,64 @@ mod tests {
         // Read whole: the largest window.
         let whole = extents(1, 400 * MIB, 400 * MIB);
         assert_eq!(
-            launch_readahead_window(&whole, MIB, &c, 2 * MIB),
+            launch_readahead_window(&whole, MIB, &c, 2 * MIB, u64::MAX, 1e9),
             Some(2 * MIB)
         );
         // Half of every 3.6 MiB: 2 MiB would read 1.7 MiB past each range;
         // 1 MiB is nearly as fast per byte and reads 1 MiB past.
         let half = extents(48, 3688 * KIB, 1948 * KIB);
-        assert_eq!(launch_readahead_window(&half, MIB, &c, 2 * MIB), Some(MIB));
+        assert_eq!(
+            launch_readahead_window(&half, MIB, &c, 2 * MIB, u64::MAX, 1e9),
+            Some(MIB)
+        );
         // Scattered 16 KiB reads: every larger window only reads more.
         let sparse = extents(64, 4 * MIB, 16 * KIB);
-        assert_eq!(launch_readahead_window(&sparse, MIB, &c, 2 * MIB), None);
+        assert_eq!(
+            launch_readahead_window(&sparse, MIB, &c, 2 * MIB, u64::MAX, 1e9),
+            None
+        );
         // No large file: nothing to weigh.
-        assert_eq!(launch_readahead_window(&whole, 1 << 40, &c, 2 * MIB), None);
+        assert_eq!(
+            launch_readahead_window(&whole, 1 << 40, &c, 2 * MIB, u64::MAX, 1e9),
+            None
+        );
         // Never above the stream's read size.
         assert_eq!(
-            launch_readahead_window(&whole, MIB, &c, 512 * KIB),
+            launch_readahead_window(&whole, MIB, &c, 512 * KIB, u64::MAX, 1e9),
             Some(512 * KIB)
+        );
+    }
+
+    #[test]
+    fn under_memory_pressure_the_launch_readahead_window_counts_the_reclaim_of_its_overread() {
+        let c = measured();
+        let half = extents(48, 3688 * KIB, 1948 * KIB);
+        let needed = 48 * 1948 * KIB;
+        let fast = 1e12;
+        // Memory for everything, or reclaim for free: the curve decides.
+        assert_eq!(
+            launch_readahead_window(&half, MIB, &c, 2 * MIB, u64::MAX, 1.0),
+            Some(MIB)
+        );
+        assert_eq!(
+            launch_readahead_window(&half, MIB, &c, 2 * MIB, 0, fast),
+            Some(MIB)
+        );
+        // Full memory, reclaim at 100 MB/s: every byte read past the ranges
+        // costs more to reclaim than a larger window gains on the curve.
+        assert_eq!(
+            launch_readahead_window(&half, MIB, &c, 2 * MIB, 0, 100e6),
+            None
+        );
+        assert_eq!(
+            launch_readahead_window(&half, MIB, &c, 2 * MIB, needed, 100e6),
+            None
+        );
+        // Read whole: nothing is read past, so pressure changes nothing.
+        let whole = extents(1, 400 * MIB, 400 * MIB);
+        assert_eq!(
+            launch_readahead_window(&whole, MIB, &c, 2 * MIB, 0, 100e6),
+            Some(2 * MIB)
         );
     }
 }

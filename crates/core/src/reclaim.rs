@@ -84,6 +84,15 @@ impl ReclaimConfig {
         }
     }
 
+    /// The rate at which reclaim supplies memory, bytes/s: N_alloc pages per
+    /// tick. The AppFlow paper §4.2.1 calls an allocation rate above N_alloc
+    /// a burst, one that outpaces what the kernel's reclaim can free; a
+    /// device calibration sets N_alloc from its measured reclaim throughput.
+    pub fn reclaim_bytes_per_sec(&self) -> f64 {
+        self.alloc_threshold_pages as f64 * crate::PAGE_BYTES as f64 * 1000.0
+            / self.tick_ms.max(1) as f64
+    }
+
     /// Checks the fields (finite, positive where zero would disable the
     /// controller, bounded); the error names the field.
     pub fn validate(&self) -> Result<(), String> {

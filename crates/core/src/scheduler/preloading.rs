@@ -303,16 +303,18 @@ impl Scheduler {
                 })),
             };
         let wanted: u64 = full.iter().map(|s| s.len).sum();
+        let cap = self.room();
         if strategy == PreloadStrategy::Selective {
             let window = preload::launch_readahead_window(
                 profile,
                 cutoff,
                 &self.curve,
                 self.cfg.preload.max_read_bytes,
+                cap,
+                self.cfg.reclaim.reclaim_bytes_per_sec(),
             );
             self.raise_readahead(app, &full, window, now_ms, preload);
         }
-        let cap = self.room();
         let capped: Vec<FileSpan>;
         let spans: &[FileSpan] = if wanted > cap {
             let mut kept = 0;
@@ -439,7 +441,7 @@ impl Scheduler {
                 "preload",
                 None,
                 format!(
-                    "{app} launching: the device's own readahead is the fastest for its profile"
+                    "{app} launching: the device's own readahead is the fastest for its profile and the free memory"
                 ),
             );
             return;

@@ -638,6 +638,8 @@ fn launch_readahead_is_raised_while_launches_stream_and_restored_after() {
         s.cutoff_of("a"),
         &curve(),
         big,
+        s.room(),
+        s.config().reclaim.reclaim_bytes_per_sec(),
     );
     assert_eq!(want, Some(512 * crate::KIB));
     // Two launches overlap: raised once (for a's two streamed files), restored

@@ -8,10 +8,9 @@
 //! cgroup, a free lunch — and puts it in the idle I/O class at nice 19.
 //!
 //! Protocol: one JSON [`WorkerCmd`] per line on the worker's stdin, one JSON
-//! [`WorkerReply`] per line on its stdout. `Hold::Protect` spans are mapped
-//! over their 2 MiB windows, brought in with `MADV_POPULATE_READ` on a
-//! huge-page mapping (large device requests, see [`populate`]) and `mlock`ed
-//! until released (protected from reclaim during the launch); `Hold::Touch`
+//! [`WorkerReply`] per line on its stdout. `Hold::Protect` spans are read
+//! exactly (no readahead past them, requests of twice the device's window:
+//! see [`open_exact`]), mapped and `mlock`ed until released (protected from reclaim during the launch); `Hold::Touch`
 //! spans are read and re-read every `touch_interval_ms` (kept warm,
 //! reclaimable). The worker exits when its stdin closes (the daemon died):
 //! the kernel drops its mlocks with it.
@@ -225,34 +224,49 @@ fn read_range(f: &std::fs::File, buf: &mut [u8], offset: u64, len: u64) -> std::
     Ok(done)
 }
 
-/// Alignment of locked mappings in the file: page-cache folios are
-/// naturally aligned and at most PMD-sized (2 MiB on x86-64/arm64).
-const LOCK_ALIGN_BYTES: u64 = 2 << 20;
+/// Opens a file for the worker's reads. Its descriptor reads exactly the
+/// bytes asked for (`POSIX_FADV_RANDOM`: no readahead past them, no
+/// readahead marks that would make the app's later hits read further), in
+/// pieces of twice the device's readahead window (`POSIX_FADV_SEQUENTIAL`
+/// first sets the descriptor's window to twice the device's, and a
+/// random-access read goes to the device in pieces of that window). While a
+/// launch streams, the scheduler has set the device's window for it, so the
+/// stream's requests are twice that (at most what the file system takes,
+/// 1 MiB through FUSE). `cargo run --release -p appflow-bench --example
+/// read_methods` measures each way of reading (docs/daemon.md, "On the
+/// testbed's device").
+fn open_exact(path: &str) -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path)?;
+    // SAFETY: advice on a descriptor we hold open; a failure only leaves
+    // the kernel's default readahead.
+    unsafe {
+        libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL);
+        libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+    }
+    Ok(f)
+}
 
-/// The window [`map_window`] maps for `[offset, offset+len)`: widened to
-/// [`LOCK_ALIGN_BYTES`] boundaries and clamped to the file's last page. The
-/// kernel mlocks a large folio only when the whole folio lies inside the
-/// locked mapping, so a mapping that cut a folio would leave it evictable.
+/// The window [`map_window`] maps for `[offset, offset+len)`: its pages,
+/// clamped to the file's last page. The worker's reads bring pages in as
+/// single-page folios (a random-access read does not build large ones), so
+/// locking exactly these pages locks every byte of the span.
 fn lock_window(offset: u64, len: u64, file_size: u64) -> (u64, u64) {
     let page = 4096u64;
-    let start = offset & !(LOCK_ALIGN_BYTES - 1);
+    let start = offset & !(page - 1);
     let end = offset
         .saturating_add(len)
-        .div_ceil(LOCK_ALIGN_BYTES)
-        .saturating_mul(LOCK_ALIGN_BYTES)
+        .div_ceil(page)
+        .saturating_mul(page)
         .min(file_size.div_ceil(page) * page);
     (start, end.max(start))
 }
 
-/// Maps the [`lock_window`] of `[offset, offset+len)` of `f` read-only,
-/// asking for huge-page-sized folios (`MADV_HUGEPAGE`; without transparent
-/// huge pages the call fails and is ignored).
-fn map_window(
-    f: &std::fs::File,
-    offset: u64,
-    len: u64,
-    file_size: u64,
-) -> std::io::Result<(Locked, u64)> {
+/// Maps the [`lock_window`] of `[offset, offset+len)` of `f` read-only.
+/// The mapping is advised `MADV_RANDOM`: should a page be reclaimed between
+/// the read and the lock, the lock's fault brings in that page alone, not
+/// a readahead window around it.
+fn map_window(f: &std::fs::File, offset: u64, len: u64, file_size: u64) -> std::io::Result<Locked> {
     use std::os::fd::AsRawFd;
     let (start, end) = lock_window(offset, len, file_size);
     let map_len = (end - start) as usize;
@@ -274,48 +288,8 @@ fn map_window(
         return Err(std::io::Error::last_os_error());
     }
     // SAFETY: advice on our own mapping.
-    unsafe { libc::madvise(addr, map_len, libc::MADV_HUGEPAGE) };
-    Ok((Locked { addr, len: map_len }, start))
-}
-
-/// Brings `[from, to)` of the file into the page cache through the window
-/// mapped at file offset `start` (`MADV_POPULATE_READ`). On a huge-page
-/// mapping the fault path reads PMD-sized folios, so the device sees
-/// requests as large as the file system allows (1 MiB through FUSE, up to
-/// `max_sectors_kb` on a block device); a buffered `pread` is cut into the
-/// readahead window (128 KiB on a phone) whatever its size, and so are
-/// `readahead(2)` and `POSIX_FADV_WILLNEED`. Where the kernel has no
-/// `MADV_POPULATE_READ` (before 5.14), large `pread`s instead.
-fn populate(
-    l: &Locked,
-    start: u64,
-    from: u64,
-    to: u64,
-    f: &std::fs::File,
-    buf: &mut [u8],
-) -> std::io::Result<u64> {
-    let page = 4096u64;
-    let a = from.saturating_sub(start) & !(page - 1);
-    let b = (to.saturating_sub(start).div_ceil(page) * page).min(l.len as u64);
-    if b <= a {
-        return Ok(0);
-    }
-    // SAFETY: [a, b) lies inside our mapping.
-    let r = unsafe {
-        libc::madvise(
-            (l.addr as *mut u8).add(a as usize) as *mut libc::c_void,
-            (b - a) as usize,
-            libc::MADV_POPULATE_READ,
-        )
-    };
-    if r == 0 {
-        return Ok(to - from);
-    }
-    let e = std::io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EINVAL) | Some(libc::ENOSYS) => read_range(f, buf, from, to - from),
-        _ => Err(e),
-    }
+    unsafe { libc::madvise(addr, map_len, libc::MADV_RANDOM) };
+    Ok(Locked { addr, len: map_len })
 }
 
 /// Locks a mapped window: its pages stay resident until it is dropped.
@@ -379,7 +353,7 @@ impl Worker {
                 break;
             }
             let entry = files.entry(s.path.as_str()).or_insert_with(|| {
-                let f = std::fs::File::open(&s.path).ok()?;
+                let f = open_exact(&s.path).ok()?;
                 let size = f.metadata().ok()?.len();
                 Some((f, size, 0..0))
             });
@@ -391,10 +365,10 @@ impl Worker {
                 continue;
             }
             let len = s.len.min(*size - s.offset);
-            // A protected span is read over the whole window it will lock,
-            // less what this load just read of it (a stream's spans follow
-            // each other in the file): every byte comes in the stream's
-            // large reads, none in mlock's small fault read-around.
+            // A protected span is read over the pages it will lock, less
+            // what this load just read of them (a stream's spans follow each
+            // other in the file): every byte comes in the stream's reads,
+            // none in the lock's faults.
             let (mut from, to) = match hold {
                 Hold::Protect => lock_window(s.offset, len, *size),
                 Hold::Touch => (s.offset, s.offset + len),
@@ -405,12 +379,14 @@ impl Worker {
             let h = self.apps.entry(app.to_string()).or_default();
             match hold {
                 Hold::Protect => {
-                    let locked = map_window(f, s.offset, len, *size).and_then(|(l, start)| {
-                        let n = if to > from {
-                            populate(&l, start, from, to, f, &mut self.buf)?
-                        } else {
-                            0
-                        };
+                    let buf = &mut self.buf;
+                    let locked = (if to > from {
+                        read_range(f, buf, from, to - from)
+                    } else {
+                        Ok(0)
+                    })
+                    .and_then(|n| {
+                        let l = map_window(f, s.offset, len, *size)?;
                         lock(&l)?;
                         Ok((l, n))
                     });
