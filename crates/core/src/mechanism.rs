@@ -125,7 +125,9 @@ pub trait PreloadMechanism {
 pub trait ReclaimMechanism {
     /// Puts the domain in `mode` (Normal restores the original settings).
     fn apply_mode(&mut self, mode: ReclaimMode) -> Result<(), MechError>;
-    /// Pages out up to `max_bytes` of `pid`'s anonymous memory. Returns bytes asked out.
+    /// Pages out up to `max_bytes` of `pid`'s resident anonymous memory.
+    /// Returns the resident anonymous bytes asked out (address space already
+    /// swapped out or never touched does not count).
     fn page_out_anon(&mut self, pid: u32, max_bytes: u64) -> Result<u64, MechError>;
     /// Drops a file range from the page cache. Returns bytes dropped (as far as known).
     fn drop_file(&mut self, path: &str, offset: u64, len: u64) -> Result<u64, MechError>;

@@ -932,6 +932,9 @@ pub struct Vma {
     /// The `VmFlags` mnemonics (`rd wr … lo ac`; see proc(5)): e.g. `lo`
     /// VM_LOCKED, `pf` VM_PFNMAP, `io` VM_IO, `ht` VM_HUGETLB.
     pub vm_flags: Vec<String>,
+    /// Resident anonymous memory of the mapping, bytes (`Anonymous:`; pages
+    /// swapped out are not counted).
+    pub anon_bytes: u64,
 }
 
 impl Vma {
@@ -941,8 +944,9 @@ impl Vma {
     }
 }
 
-/// Parses `/proc/PID/smaps` into its mappings and their `VmFlags` (the
-/// per-mapping memory counters are not kept). A field line before the first
+/// Parses `/proc/PID/smaps` into its mappings, their `VmFlags` and their
+/// resident anonymous memory (`Anonymous:`; the other per-mapping counters
+/// are not kept). A field line before the first
 /// mapping, or a malformed header line, is an error naming the line.
 pub fn parse_smaps_vmas(text: &str) -> Result<Vec<Vma>, ReadError> {
     const FILE: &str = "smaps";
@@ -961,6 +965,13 @@ pub fn parse_smaps_vmas(text: &str) -> Result<Vec<Vma>, ReadError> {
                     .skip(1)
                     .map(str::to_string)
                     .collect();
+            } else if key == "Anonymous" {
+                let kb = line
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| parse_err(FILE, format!("bad Anonymous line: {line}")))?;
+                vma.anon_bytes = kb.saturating_mul(1024);
             }
             continue;
         }
@@ -972,6 +983,7 @@ pub fn parse_smaps_vmas(text: &str) -> Result<Vec<Vma>, ReadError> {
             inode: m.inode,
             name: m.name.to_string(),
             vm_flags: Vec::new(),
+            anon_bytes: 0,
         });
     }
     Ok(out)

@@ -257,6 +257,10 @@ fn smaps_vmas_and_flags_from_real_text() {
     let locked = v.iter().find(|m| m.start_addr == 0x7f98b2fba000).unwrap();
     assert!(locked.has_flag("lo") && locked.name.is_empty() && locked.perms == "rw-p");
     assert_eq!(locked.end_addr - locked.start_addr, 3 * 4096);
+    assert_eq!(locked.anon_bytes, 12 * 1024);
+    let heap = v.iter().find(|m| m.name == "[heap]").unwrap();
+    assert_eq!(heap.anon_bytes, 1628 * 1024);
+    assert_eq!(v[0].anon_bytes, 0);
     let huge = v.iter().find(|m| m.has_flag("ht")).unwrap();
     assert_eq!(huge.name, "/anon_hugepage (deleted)");
     let vvar = v.iter().find(|m| m.name == "[vvar]").unwrap();
@@ -268,6 +272,10 @@ fn smaps_vmas_and_flags_from_real_text() {
     let e = parse_smaps_vmas("Rss: 4 kB\n").unwrap_err().to_string();
     assert!(e.contains("smaps") && e.contains("Rss"), "{e}");
     assert!(parse_smaps_vmas("zz-1 rw-p 0 00:00 0\n").is_err());
+    let e = parse_smaps_vmas("1-2 rw-p 0 00:00 0\nAnonymous: some kB\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("smaps") && e.contains("Anonymous"), "{e}");
     assert_eq!(parse_smaps_vmas("").unwrap(), vec![]);
     // A process that is gone is "not found".
     assert!(read_smaps_vmas(&fx("smaps_mixed/proc"), 1)

@@ -1231,7 +1231,7 @@ mod tests {
         });
         let load_b = next();
         assert_eq!(load_b.standby_bytes, 8192);
-        // A protected span is read over the whole 2 MiB window it locks.
+        // A protected span is read exactly: its own pages, nothing past them.
         send(WorkerCmd::Load {
             app: "c".into(),
             hold: Hold::Protect,
@@ -1242,11 +1242,7 @@ mod tests {
             }],
         });
         let load_c = next();
-        assert_eq!(
-            load_c.bytes_read,
-            1 << 20,
-            "the window [2 MiB, end of file)"
-        );
+        assert_eq!(load_c.bytes_read, 4096, "the span's one page");
         assert_eq!(load_c.protected_bytes, (3 << 20) + 4096);
         send(WorkerCmd::Release {
             app: "c".into(),

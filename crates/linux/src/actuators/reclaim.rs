@@ -76,6 +76,8 @@ pub struct AnonRange {
     pub start: u64,
     /// Length in bytes.
     pub len: u64,
+    /// Resident anonymous bytes in it (smaps `Anonymous:`).
+    pub anon_bytes: u64,
 }
 
 /// `VmFlags` mnemonics of mappings that `MADV_PAGEOUT` refuses with EINVAL:
@@ -84,7 +86,9 @@ pub const PAGEOUT_REFUSED_FLAGS: [&str; 4] = ["lo", "pf", "io", "ht"];
 
 /// The mappings page-out may ask for: private, writable, anonymous (heap,
 /// stack, `[anon:…]` and unnamed mappings; not vdso/vvar/vsyscall, not
-/// shared memory, not files) and none of [`PAGEOUT_REFUSED_FLAGS`].
+/// shared memory, not files), none of [`PAGEOUT_REFUSED_FLAGS`], and with
+/// resident anonymous memory (one all swapped out or never touched has
+/// nothing to page out).
 pub fn page_out_ranges(vmas: &[Vma]) -> Vec<AnonRange> {
     vmas.iter()
         .filter(|v| {
@@ -99,11 +103,13 @@ pub fn page_out_ranges(vmas: &[Vma]) -> Vec<AnonRange> {
                 && v.inode == 0
                 && anon_name
                 && v.end_addr > v.start_addr
+                && v.anon_bytes > 0
                 && !PAGEOUT_REFUSED_FLAGS.iter().any(|f| v.has_flag(f))
         })
         .map(|v| AnonRange {
             start: v.start_addr,
             len: v.end_addr - v.start_addr,
+            anon_bytes: v.anon_bytes,
         })
         .collect()
 }
@@ -118,14 +124,21 @@ pub struct PageOutBatch {
     pub ranges: Vec<(u64, u64)>,
     /// Sum of the lengths.
     pub asked_bytes: u64,
+    /// The resident anonymous bytes in them: each range's share of its
+    /// mapping's resident memory, taken as spread evenly over the mapping.
+    pub resident_bytes: u64,
     /// Where the next batch continues (page-aligned).
     pub next_cursor: u64,
 }
 
 /// Plans one page-out call: `ranges` from the cursor `from` on, then wrapping
-/// around, up to `budget_bytes` cut down to whole pages (at least one page)
-/// and [`MAX_IOV`] ranges. Every start and length is a multiple of
-/// `page_bytes`, so the cursor never lands off a page boundary.
+/// around, until the resident anonymous memory asked reaches `budget_bytes`
+/// cut down to whole pages (at least one page), in at most [`MAX_IOV`]
+/// ranges. A mapping's resident pages are taken as spread evenly over it,
+/// so a part of a half-resident mapping twice the budget long is asked. A
+/// budget counted in address space instead would be spent again and again
+/// on what an earlier call already swapped out. Every start and length is a
+/// multiple of `page_bytes`, so the cursor never lands off a page boundary.
 pub fn plan_page_out(
     ranges: &[AnonRange],
     from: u64,
@@ -142,23 +155,38 @@ pub fn plan_page_out(
     let mut b = PageOutBatch {
         ranges: Vec::new(),
         asked_bytes: 0,
+        resident_bytes: 0,
         next_cursor: from,
     };
     for r in ordered {
-        if b.asked_bytes >= budget || b.ranges.len() >= MAX_IOV {
+        if b.resident_bytes >= budget || b.ranges.len() >= MAX_IOV {
             break;
+        }
+        let anon = r.anon_bytes.min(r.len) as u128;
+        if anon == 0 {
+            continue;
         }
         let start = if r.start < from && from < r.start + r.len {
             from
         } else {
             r.start
         };
-        let len = ((r.start + r.len - start).min(budget - b.asked_bytes)) / page * page;
+        // The length whose share of the mapping's resident memory is what
+        // is left of the budget, cut down to whole pages (the first range
+        // gets at least one).
+        let left = (budget - b.resident_bytes) as u128;
+        let want = u64::try_from(left * r.len as u128 / anon).unwrap_or(u64::MAX);
+        let rest = (r.start + r.len - start) / page * page;
+        let mut len = want.min(rest) / page * page;
+        if len == 0 && b.ranges.is_empty() {
+            len = page.min(rest);
+        }
         if len == 0 {
             continue;
         }
         b.ranges.push((start, len));
         b.asked_bytes += len;
+        b.resident_bytes += (len as u128 * anon / r.len as u128) as u64;
         b.next_cursor = start + len;
     }
     b
@@ -393,11 +421,11 @@ impl ReclaimMechanism for LiveReclaim {
         if self.dry_run {
             tracing::info!(
                 pid,
-                bytes = batch.asked_bytes,
+                bytes = batch.resident_bytes,
                 ranges = batch.ranges.len(),
                 "dry-run: would page out anon"
             );
-            return Ok(batch.asked_bytes);
+            return Ok(batch.resident_bytes);
         }
         let fd = match super::pidfd_open(pid) {
             Ok(fd) => fd,
@@ -446,6 +474,9 @@ impl ReclaimMechanism for LiveReclaim {
             rest = &rest[failed_at + 1..];
         }
         self.cursor.insert(pid, batch.next_cursor);
+        // The resident share of the ranges the kernel advised.
+        let done =
+            (done as u128 * batch.resident_bytes as u128 / batch.asked_bytes.max(1) as u128) as u64;
         self.paged_out_bytes += done;
         match last_err {
             Some(e) if done == 0 => Err(failed(
@@ -573,10 +604,12 @@ mod tests {
             AnonRange {
                 start: 0x10000,
                 len: 6 * 4096,
+                anon_bytes: 6 * 4096,
             },
             AnonRange {
                 start: 0x40000,
                 len: 3 * 4096,
+                anon_bytes: 3 * 4096,
             },
         ];
         // 10000 bytes is 2 pages and 1808 bytes: ask for 2 pages.
@@ -606,6 +639,56 @@ mod tests {
             }
         }
         assert!(plan_page_out(&[], 0, 1 << 20, 4096).ranges.is_empty());
+    }
+
+    #[test]
+    fn the_budget_counts_resident_anonymous_memory_not_address_space() {
+        let mib = 1u64 << 20;
+        let ranges = [
+            // A 64 MiB heap with 16 MiB resident, a mapping all swapped
+            // out, and a 4 MiB one fully resident.
+            AnonRange {
+                start: 0x1000_0000,
+                len: 64 * mib,
+                anon_bytes: 16 * mib,
+            },
+            AnonRange {
+                start: 0x2000_0000,
+                len: 32 * mib,
+                anon_bytes: 0,
+            },
+            AnonRange {
+                start: 0x3000_0000,
+                len: 4 * mib,
+                anon_bytes: 4 * mib,
+            },
+        ];
+        // 8 MiB of resident memory is half the heap's address space.
+        let b = plan_page_out(&ranges, 0, 8 * mib, 4096);
+        assert_eq!(b.ranges, vec![(0x1000_0000, 32 * mib)]);
+        assert_eq!((b.asked_bytes, b.resident_bytes), (32 * mib, 8 * mib));
+        // The rest of the heap, then past the swapped-out mapping.
+        let b = plan_page_out(&ranges, b.next_cursor, 10 * mib, 4096);
+        assert_eq!(
+            b.ranges,
+            vec![(0x1000_0000 + 32 * mib, 32 * mib), (0x3000_0000, 2 * mib)]
+        );
+        assert_eq!(b.resident_bytes, 10 * mib);
+        // Only swapped-out memory: nothing to ask.
+        let b = plan_page_out(&ranges[1..2], 0, 8 * mib, 4096);
+        assert!(b.ranges.is_empty() && b.resident_bytes == 0);
+        // page_out_ranges leaves out mappings with nothing resident.
+        let vma = |anon_bytes| Vma {
+            start_addr: 0x1000,
+            end_addr: 0x3000,
+            perms: "rw-p".into(),
+            inode: 0,
+            name: String::new(),
+            vm_flags: vec!["rd".into(), "wr".into()],
+            anon_bytes,
+        };
+        assert!(page_out_ranges(&[vma(0)]).is_empty());
+        assert_eq!(page_out_ranges(&[vma(4096)]).len(), 1);
     }
 
     #[test]
