@@ -332,6 +332,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
             calibration: calibration_of(&out.reports),
             stock_zram_ratio: simdev::stock_zram_ratio(&out.measurements),
             stock_file_reclaim_share: simdev::stock_file_reclaim_share(&out.measurements),
+            anon_reclaim_bytes_per_sec: out.reports.first().and_then(|r| {
+                r.extra
+                    .get("testbed")?
+                    .get("reclaim_calibration")?
+                    .get("anon_reclaim_bytes_per_sec")?
+                    .as_f64()
+            }),
         };
         write_text(p, &simdev::sim_device_toml(&o, &measured)?)?;
         eprintln!(

@@ -32,9 +32,8 @@ const SIM_CURVE_BLOCKS_KIB: &[u64] = &[4, 16, 64, 128, 256, 512, 1024, 2048];
 
 /// zram compression cost on the testbed host, ms per MiB (1 ms/MiB ≈ 1 GB/s,
 /// lzo-rle on one x86 core; a phone's is 12.5, the PMR paper's < 80 MB/s).
-/// Checked against the testbed's `stock` p50 on the default run: with the
-/// phone's costs the simulator's `android` row is 2.6× stock, with these
-/// +12 %; lower costs gain at most 3 % (the rest is the read time).
+/// Emitted only when the run measured no anonymous reclaim throughput in
+/// the domain (see [`reclaim_costs`]).
 pub const HOST_ANON_ZRAM_MS_PER_MIB: f64 = 1.0;
 /// Cost of dropping clean file pages on the host, ms per MiB (a fifth of
 /// the anonymous cost, the AppFlow paper §4.3).
@@ -51,6 +50,29 @@ pub struct Measured {
     /// Share of file pages in what reclaim freed under `stock`
     /// (pgsteal_file / pgsteal), if any session reclaimed.
     pub stock_file_reclaim_share: Option<f64>,
+    /// The domain's anonymous reclaim throughput (`extra.testbed
+    /// .reclaim_calibration`), bytes/s, if the run measured it.
+    pub anon_reclaim_bytes_per_sec: Option<f64>,
+}
+
+/// The reclaim costs of the emitted device, ms per MiB of domain time:
+/// anonymous (zram) and clean file pages. From the domain's measured
+/// anonymous reclaim throughput when the run has one (a MiB paged out to
+/// zram costs the time that throughput takes for it, on the domain's CPU
+/// budget); else this host's zram cost divided by the CPU budget. File
+/// pages cost a fifth (the AppFlow paper §4.3).
+fn reclaim_costs(o: &BenchOptions, measured: &Measured) -> (f64, f64) {
+    let anon = match measured.anon_reclaim_bytes_per_sec {
+        Some(r) if r.is_finite() && r > 0.0 => 1000.0 * MIB as f64 / r,
+        _ => HOST_ANON_ZRAM_MS_PER_MIB / o.device.preset.cpu_cores,
+    };
+    (
+        round_to(anon, 4),
+        round_to(
+            anon * HOST_FILE_DROP_MS_PER_MIB / HOST_ANON_ZRAM_MS_PER_MIB,
+            4,
+        ),
+    )
 }
 
 fn mib(b: u64) -> f64 {
@@ -75,8 +97,7 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
          # No watermarks: a memory cgroup has no kswapd, every allocation at the limit reclaims directly.\n\
          # One direct-reclaim thread: a synthetic app launches on one thread. cpu_scale 1: the synthetic\n\
          # apps burn their cpu_ms as thread CPU time; cpu_scale is 1 / the domain's CPU budget in cores.\n\
-         # Reclaim costs are this host's (x86, zram lzo-rle) divided by the CPU budget, checked against\n\
-         # the stock row of the default run (docs/bench.md); their 5:1 ratio is the AppFlow paper §4.3.\n\
+         # Reclaim costs: {}; file pages cost a fifth (the AppFlow paper §4.3).\n\
          # The storage curve is the flash device's as the domain measured it (one reader; the model's\n\
          # latency + size / bandwidth when the run has not measured yet); resume_ms is a tenth of the launch CPU\n\
          # (a switch re-touches the working set). The workload lists are what the testbed launches\n\
@@ -91,6 +112,13 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
             "measured under stock (original / pool bytes after the load)"
         } else {
             "the synthetic anon's (1/4 of each page random, about 3:1)"
+        },
+        match measured.anon_reclaim_bytes_per_sec {
+            Some(r) if r.is_finite() && r > 0.0 => format!(
+                "anonymous reclaim as the domain measured it ({:.0} MB/s, extra.testbed.reclaim_calibration)",
+                r / 1e6
+            ),
+            _ => "this host's zram cost (x86, lzo-rle) divided by the CPU budget (the run measured no reclaim)".into(),
         },
         match measured.stock_file_reclaim_share {
             Some(s) => format!(
@@ -157,8 +185,8 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
         wmark_low_mib: Some(0.0),
         wmark_high_mib: Some(0.0),
         direct_reclaim_threads: Some(1.0),
-        anon_zram_ms_per_mib: Some(round_to(HOST_ANON_ZRAM_MS_PER_MIB / p.cpu_cores, 4)),
-        file_drop_ms_per_mib: Some(round_to(HOST_FILE_DROP_MS_PER_MIB / p.cpu_cores, 4)),
+        anon_zram_ms_per_mib: Some(reclaim_costs(o, measured).0),
+        file_drop_ms_per_mib: Some(reclaim_costs(o, measured).1),
         readahead_kib: Some(p.read_ahead_kib),
         // Page cache first, unless this run's stock sessions freed mostly
         // anonymous pages.
@@ -407,6 +435,7 @@ mod tests {
             ],
             stock_zram_ratio: Some(2.5),
             stock_file_reclaim_share: Some(0.83),
+            anon_reclaim_bytes_per_sec: Some(500.0 * MIB as f64),
         };
         let text = sim_device_toml(&o, &m).unwrap();
         assert!(text.contains("zram_ratio = 2.5"), "{text}");
@@ -419,7 +448,13 @@ mod tests {
         // The measured curve is the curve.
         let c = &d.device.read_curve;
         assert!((c.throughput(4096) - 13.0e6).abs() < 0.06 * MIB as f64);
-        assert_eq!(d.device.anon_zram_ms_per_mib, HOST_ANON_ZRAM_MS_PER_MIB);
+        // Reclaim at the domain's measured 500 MiB/s: 2 ms per MiB, file a fifth.
+        assert_eq!(d.device.anon_zram_ms_per_mib, 2.0);
+        assert_eq!(d.device.file_drop_ms_per_mib, 0.4);
+        assert!(
+            text.contains("(524 MB/s, extra.testbed.reclaim_calibration)"),
+            "{text}"
+        );
         // Pool cap 384 MiB × 2.5 = 960 MiB > 512 MiB disk: the disk binds.
         assert_eq!(d.device.zram_disksize_bytes, 512 * MIB);
         assert!(d.device.reclaim_cache_first);
