@@ -86,9 +86,10 @@ pub const PAGEOUT_REFUSED_FLAGS: [&str; 4] = ["lo", "pf", "io", "ht"];
 
 /// The mappings page-out may ask for: private, writable, anonymous (heap,
 /// stack, `[anon:…]` and unnamed mappings; not vdso/vvar/vsyscall, not
-/// shared memory, not files), none of [`PAGEOUT_REFUSED_FLAGS`], and with
-/// resident anonymous memory (one all swapped out or never touched has
-/// nothing to page out).
+/// shared memory, not files) and none of [`PAGEOUT_REFUSED_FLAGS`]. Each
+/// carries its resident anonymous memory; [`plan_page_out`] skips those
+/// with none (all swapped out or never touched), while a switch's snapshot
+/// reads them all (their swapped pages are what it prepages).
 pub fn page_out_ranges(vmas: &[Vma]) -> Vec<AnonRange> {
     vmas.iter()
         .filter(|v| {
@@ -103,7 +104,6 @@ pub fn page_out_ranges(vmas: &[Vma]) -> Vec<AnonRange> {
                 && v.inode == 0
                 && anon_name
                 && v.end_addr > v.start_addr
-                && v.anon_bytes > 0
                 && !PAGEOUT_REFUSED_FLAGS.iter().any(|f| v.has_flag(f))
         })
         .map(|v| AnonRange {
@@ -677,18 +677,20 @@ mod tests {
         // Only swapped-out memory: nothing to ask.
         let b = plan_page_out(&ranges[1..2], 0, 8 * mib, 4096);
         assert!(b.ranges.is_empty() && b.resident_bytes == 0);
-        // page_out_ranges leaves out mappings with nothing resident.
-        let vma = |anon_bytes| Vma {
+        // A mapping with nothing resident is still listed (a switch's
+        // snapshot reads its swapped pages); the page-out plan skips it.
+        let vma = Vma {
             start_addr: 0x1000,
             end_addr: 0x3000,
             perms: "rw-p".into(),
             inode: 0,
             name: String::new(),
             vm_flags: vec!["rd".into(), "wr".into()],
-            anon_bytes,
+            anon_bytes: 0,
         };
-        assert!(page_out_ranges(&[vma(0)]).is_empty());
-        assert_eq!(page_out_ranges(&[vma(4096)]).len(), 1);
+        let listed = page_out_ranges(&[vma]);
+        assert_eq!(listed.len(), 1);
+        assert!(plan_page_out(&listed, 0, 1 << 20, 4096).ranges.is_empty());
     }
 
     #[test]
