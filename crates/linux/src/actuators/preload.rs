@@ -10,10 +10,11 @@
 //! Protocol: one JSON [`WorkerCmd`] per line on the worker's stdin, one JSON
 //! [`WorkerReply`] per line on its stdout. `Hold::Protect` spans are read
 //! exactly (no readahead past them, requests of twice the device's window:
-//! see [`open_exact`]), mapped and `mlock`ed until released (protected from reclaim during the launch); `Hold::Touch`
-//! spans are read and re-read every `touch_interval_ms` (kept warm,
-//! reclaimable). The worker exits when its stdin closes (the daemon died):
-//! the kernel drops its mlocks with it.
+//! see [`open_exact`]), mapped and `mlock`ed until released (protected from
+//! reclaim during the launch); `Hold::Touch` spans are read and re-read
+//! every `touch_interval_ms` (kept warm, reclaimable). The worker exits
+//! when its stdin closes (the daemon died): the kernel drops its mlocks
+//! with it.
 
 use super::switching::{AdviceJob, SwitchTracker, TrackerStats};
 use appflow_core::mechanism::{Hold, MechError, PreloadMechanism};
