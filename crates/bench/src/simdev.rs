@@ -150,6 +150,7 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
 }
 
 fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
+    let (anon_ms_per_mib, file_ms_per_mib) = reclaim_costs(o, measured);
     let d = &o.device;
     let p = &d.preset;
     DeviceSection {
@@ -185,8 +186,8 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
         wmark_low_mib: Some(0.0),
         wmark_high_mib: Some(0.0),
         direct_reclaim_threads: Some(1.0),
-        anon_zram_ms_per_mib: Some(reclaim_costs(o, measured).0),
-        file_drop_ms_per_mib: Some(reclaim_costs(o, measured).1),
+        anon_zram_ms_per_mib: Some(anon_ms_per_mib),
+        file_drop_ms_per_mib: Some(file_ms_per_mib),
         readahead_kib: Some(p.read_ahead_kib),
         // Page cache first, unless this run's stock sessions freed mostly
         // anonymous pages.
