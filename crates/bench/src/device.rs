@@ -76,7 +76,7 @@ pub const SD_A1_DDR50: FlashParams = FlashParams {
 /// the preload worker, the daemon, and reclaim and zram compression in their
 /// context share it, so reclaim costs launch time as it does on a phone.
 /// It costs less than on a phone: the domain's anonymous reclaim measures
-/// about 390 MB/s (`extra.testbed.reclaim_calibration`) where the PMR paper
+/// 390-530 MB/s (`extra.testbed.reclaim_calibration`) where the PMR paper
 /// §2.2.2 measured phones' kernel reclaim below 150 MB/s; a smaller budget
 /// would slow the apps' own CPU work as much (docs/bench.md, "Load
 /// slowdown").

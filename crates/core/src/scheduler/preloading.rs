@@ -304,7 +304,13 @@ impl Scheduler {
             };
         let wanted: u64 = full.iter().map(|s| s.len).sum();
         let cap = self.room();
-        if strategy == PreloadStrategy::Selective {
+        // One raise covers overlapping launches; a mechanism without it is
+        // not asked again; nothing streamed, nothing to read ahead of.
+        if strategy == PreloadStrategy::Selective
+            && !self.readahead_raised
+            && !self.readahead_unsupported
+            && !full.is_empty()
+        {
             let window = preload::launch_readahead_window(
                 profile,
                 cutoff,
@@ -417,13 +423,15 @@ impl Scheduler {
     /// on the same files go to the device in readahead-sized requests (128
     /// KiB by default on Linux and Android), where the throughput curve is
     /// far from its large-block rate. So while a launch streams large files,
-    /// the readahead of the devices holding them is the stream's read size
-    /// (`preload.max_read_bytes`), and it is restored when no launch is in
-    /// progress. Readahead pages are ordinary page cache: nothing is locked.
-    /// The window is the one [`preload::launch_readahead_window`] finds
-    /// fastest for this app's profile on the device's curve (at most the
+    /// the readahead of the devices holding them is raised, and it is
+    /// restored when no launch is in progress. Readahead pages are ordinary
+    /// page cache: nothing is locked. The window is the one
+    /// [`preload::launch_readahead_window`] finds fastest for this app's
+    /// profile on the device's curve and the free memory (at most the
     /// stream's read size): an app that reads its large files only in part
     /// would otherwise have the kernel read far past every range it reads.
+    /// The caller asks only while nothing is raised, the mechanism has not
+    /// refused it, and the stream is not empty.
     fn raise_readahead(
         &mut self,
         app: &str,
@@ -432,9 +440,6 @@ impl Scheduler {
         now_ms: u64,
         preload: &mut dyn PreloadMechanism,
     ) {
-        if self.readahead_raised || self.readahead_unsupported || stream.is_empty() {
-            return;
-        }
         let Some(bytes) = window else {
             self.log(
                 now_ms,
