@@ -138,7 +138,7 @@ pub fn run_bench(o: &BenchOptions) -> Result<BenchOutcome> {
     let progress = Progress::new(0, o.progress);
     progress.say(&format!(
         "building the {} domain at scale {}: memory limit {:.0} MiB, zram {:.0} MiB (pool cap {:.0} MiB), \
-         flash {:.0} MB/s + {:.0} µs per request, CPU budget {} core(s), image {:.0} MiB for {} files",
+         flash {:.0} MB/s + {:.0} µs per request, CPU budget up to {} core(s), image {:.0} MiB for {} files",
         o.device.preset.name,
         o.device.scale,
         mib(o.device.app_memory_bytes),
@@ -234,10 +234,11 @@ fn testbed_info(o: &BenchOptions, image_bytes: u64, p: &Prepared) -> TestbedInfo
         concurrent_read_bytes_per_sec: p.concurrent.clone(),
         reclaim_calibration: p.reclaim,
         cpu_budget: report::CpuBudget {
-            cores: o.device.preset.cpu_cores,
-            quota_us: live::cpu_quota_us(o.device.preset.cpu_cores),
-            period_us: 100_000,
+            cores: p.cpu_budget.cores,
+            quota_us: live::cpu_quota_us(p.cpu_budget.cores),
+            period_us: live::CPU_PERIOD_US,
             shares: live::CPU_SHARES,
+            calibration: p.cpu_budget.clone(),
         },
         calibration_bytes_per_sec: calibration
             .iter()
@@ -339,6 +340,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
                     .get("anon_reclaim_bytes_per_sec")?
                     .as_f64()
             }),
+            cpu_budget_cores: out.reports.first().and_then(|r| {
+                r.extra
+                    .get("testbed")?
+                    .get("cpu_budget")?
+                    .get("cores")?
+                    .as_f64()
+            }),
         };
         write_text(p, &simdev::sim_device_toml(&o, &measured)?)?;
         eprintln!(
@@ -414,7 +422,14 @@ pub fn run_app(a: AppArgs) -> Result<()> {
         .synthetic()
         .ok_or_else(|| input(format!("{}: not a synthetic app", spec_file.display())))?;
     let root = a.root.as_ref().context("--root")?;
-    let layout = Layout::new(&s.name, syn, a.scale, &root.join("apps").join(&s.name));
-    let switch_cpu_us = (syn.cpu_ms as f64 * 1000.0 * a.scale / 10.0) as u64;
+    if !(a.cpu_share.is_finite() && a.cpu_share > 0.0 && a.cpu_share <= 1.0) {
+        return Err(input(format!(
+            "--cpu-share must be in (0, 1], got {}",
+            a.cpu_share
+        )));
+    }
+    let mut layout = Layout::new(&s.name, syn, a.scale, &root.join("apps").join(&s.name));
+    layout.scale_cpu(a.cpu_share);
+    let switch_cpu_us = (syn.cpu_ms as f64 * 1000.0 * a.scale * a.cpu_share / 10.0) as u64;
     synth::run_app(&layout, switch_cpu_us)
 }

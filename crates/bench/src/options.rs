@@ -13,7 +13,7 @@ use appflow_core::InputError;
 use std::io::IsTerminal;
 fn policies_help() -> String {
     format!(
-        "Policies, comma-separated (default: every policy a stock kernel can run, then oracle).\n{}\noracle: the same launch with its files cached and no background load (the floor)",
+        "Policies, comma-separated (default: stock, prefetch, acclaim+prefetch, appflow and its ablations, then oracle; `all`: every policy a stock kernel can run, then oracle).\n{}\noracle: the same launch with its files cached and no background load (the floor)",
         appflow_core::policy::help_text()
     )
 }
@@ -39,8 +39,8 @@ pub struct BenchArgs {
     /// Target app(s) of idle/low/medium/high, comma-separated (default: the first GB-scale app).
     #[arg(long, value_delimiter = ',')]
     pub target: Vec<String>,
-    /// Policies, comma-separated (default: every policy a stock kernel can
-    /// run, then oracle).
+    /// Policies, comma-separated (default: the AppFlow paper's comparison,
+    /// then oracle; `all`: every policy a stock kernel can run).
     #[arg(long, value_delimiter = ',', long_help = policies_help())]
     pub policies: Vec<String>,
     /// Repetitions of each policy (interleaved across policies).
@@ -189,6 +189,11 @@ pub fn options(a: &BenchArgs) -> Result<BenchOptions> {
         })
         .collect::<Result<Vec<_>>>()?;
     let policies: Vec<Policy> = if a.policies.is_empty() {
+        policy::default_set()
+    } else if a.policies.iter().any(|p| p == "all") {
+        if a.policies.len() > 1 {
+            return Err(input("--policies all names every policy; give it alone"));
+        }
         policy::all()
     } else {
         a.policies
@@ -320,6 +325,11 @@ pub struct AppArgs {
     /// The scale of sizes.
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
+    /// The share of the preset's CPU budget the domain has, in (0, 1]: the
+    /// app burns its `cpu_ms` × this of CPU time, so its own work takes the
+    /// preset's time on the calibrated budget.
+    #[arg(long, default_value_t = 1.0)]
+    pub cpu_share: f64,
     /// Instead of an app: read this file with O_DIRECT and print `bytes_per_sec N`.
     #[arg(long)]
     pub io_test: Option<PathBuf>,
@@ -407,7 +417,19 @@ mod tests {
     fn defaults_and_quick() {
         let o = options(&BenchArgs::default()).unwrap();
         assert_eq!(o.targets, vec!["llm".to_string()]);
-        assert_eq!(o.policies.len(), policy::all().len());
+        assert_eq!(o.policies, policy::default_set());
+        assert_eq!(o.policies.len(), policy::DEFAULT_POLICIES.len() + 1);
+        let all = options(&BenchArgs {
+            policies: vec!["all".into()],
+            ..BenchArgs::default()
+        })
+        .unwrap();
+        assert_eq!(all.policies, policy::all());
+        assert!(options(&BenchArgs {
+            policies: vec!["all".into(), "stock".into()],
+            ..BenchArgs::default()
+        })
+        .is_err());
         assert_eq!(o.scenarios, vec![Scenario::High]);
         let q = options(&BenchArgs {
             quick: true,

@@ -29,7 +29,32 @@ impl Serialize for Policy {
     }
 }
 
-/// Every row the testbed can run by default, in report order: each
+/// The policies of a run without `--policies`: the AppFlow paper §6.1's
+/// comparison (Android, Paralfetch, Acclaim+Paralfetch, AppFlow and the
+/// ablations of its three modules), then the oracle. The other policies
+/// (the peers, preload-all, lru-killer) run with `--policies all` or by
+/// name; on the calibrated CPU budget a loaded session takes about 14 s,
+/// and every policy at 3 repetitions would take 10 minutes.
+pub const DEFAULT_POLICIES: &[&str] = &[
+    "stock",
+    "prefetch",
+    "acclaim+prefetch",
+    "appflow",
+    "appflow-sfp",
+    "appflow-amr",
+    "appflow-cpk",
+];
+
+/// The default rows, in report order ([`DEFAULT_POLICIES`], then the oracle).
+pub fn default_set() -> Vec<Policy> {
+    DEFAULT_POLICIES
+        .iter()
+        .map(|n| Policy::named(n))
+        .chain(std::iter::once(Policy::Oracle))
+        .collect()
+}
+
+/// Every row the testbed can run (`--policies all`), in report order: each
 /// registered policy a stock kernel can run, then the oracle.
 pub fn all() -> Vec<Policy> {
     core_policy::REGISTRY

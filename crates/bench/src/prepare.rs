@@ -3,6 +3,7 @@
 //! per-policy configs (checked with `--check-config`), and the launch
 //! profiles (recorded with `appflow record`, or from the synthetic specs).
 
+use crate::device::Device;
 use crate::live::{check_interrupted, Domain, Leaf};
 use crate::options::BenchOptions;
 use crate::policy::{self, DaemonSetup};
@@ -106,8 +107,11 @@ pub struct Prepared {
     /// Two readers in different leaves at once ([`CONCURRENT_READ`]): their
     /// bytes/s summed, and each reader's.
     pub concurrent: Option<ConcurrentRead>,
-    /// Anonymous reclaim measured in the domain (None if it failed).
+    /// Anonymous reclaim measured in the domain on its CPU budget (None if
+    /// it failed).
     pub reclaim: Option<ReclaimCalibration>,
+    /// The domain's CPU budget, calibrated against the device's reclaim.
+    pub cpu_budget: CpuCalibration,
     /// How the profiles were made.
     pub profiles: ProfileSource,
 }
@@ -170,6 +174,24 @@ pub fn prepare(
             .collect(),
         alloc_threshold_pages: None,
     };
+    // The CPU budget first: the storage is then measured as the domain,
+    // on its budget, sees it.
+    let (cpu_budget, reclaim) = calibrate_cpu_budget(o, domain, &calib_leaf, &log_dir, progress)?;
+    match &reclaim {
+        Some(r) => {
+            progress.say(&format!(
+                "anonymous reclaim inside the domain: {:.1} MB/s on a CPU budget of {:.2} core(s), N_alloc {} pages per 100 ms",
+                r.anon_reclaim_bytes_per_sec / 1e6,
+                cpu_budget.cores,
+                r.alloc_threshold_pages
+            ));
+            daemon.alloc_threshold_pages = Some(r.alloc_threshold_pages);
+        }
+        None => progress.say(&format!(
+            "anonymous reclaim calibration failed; the daemon keeps its default N_alloc and the domain its budget of {} core(s)",
+            cpu_budget.cores
+        )),
+    }
     let (calibration, concurrent) = calibrate(
         o,
         &apps,
@@ -178,23 +200,6 @@ pub fn prepare(
         &log_dir,
         progress,
     )?;
-    let reclaim = match calibrate_reclaim(o, &calib_leaf, &log_dir) {
-        Ok(r) => {
-            progress.say(&format!(
-                "anonymous reclaim inside the domain: {:.1} MB/s, N_alloc {} pages per 100 ms",
-                r.anon_reclaim_bytes_per_sec / 1e6,
-                r.alloc_threshold_pages
-            ));
-            daemon.alloc_threshold_pages = Some(r.alloc_threshold_pages);
-            Some(r)
-        }
-        Err(e) => {
-            progress.say(&format!(
-                "anonymous reclaim calibration failed ({e:#}); the daemon keeps its default N_alloc"
-            ));
-            None
-        }
-    };
     // Daemon configs and availability.
     let mut skipped: BTreeMap<String, String> = BTreeMap::new();
     for &p in o.policies.iter().filter(|p| p.needs_daemon()) {
@@ -213,7 +218,7 @@ pub fn prepare(
             skipped.keys().cloned().collect::<Vec<_>>().join(", ")
         ));
     }
-    let profiles = make_profiles(o, &apps, &daemon, &log_dir, progress)?;
+    let profiles = make_profiles(o, &domain.device, &apps, &daemon, &log_dir, progress)?;
     Ok(Prepared {
         apps,
         daemon,
@@ -221,8 +226,153 @@ pub fn prepare(
         calibration,
         concurrent,
         reclaim,
+        cpu_budget,
         profiles,
     })
+}
+
+/// Reclaim measurements the CPU budget's calibration makes at most.
+const CPU_CALIBRATION_STEPS: usize = 5;
+
+/// How close to the device's reclaim throughput the calibration stops: 10 %.
+const CPU_CALIBRATION_TOLERANCE: f64 = 0.10;
+
+/// The smallest budget the calibration sets: the kernel's 1 ms quota over
+/// the domain's period.
+const MIN_CPU_CORES: f64 = 1000.0 / crate::live::CPU_PERIOD_US as f64;
+
+/// One measurement of the CPU budget's calibration.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct CpuStep {
+    /// The budget, host cores.
+    pub cores: f64,
+    /// The domain's anonymous reclaim on it ([`RECLAIM_TEST`]), bytes/s.
+    pub anon_reclaim_bytes_per_sec: f64,
+}
+
+/// The domain's CPU budget and how it was found.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CpuCalibration {
+    /// The budget the domain runs on, host cores.
+    pub cores: f64,
+    /// The most it may be (the preset's `cpu_cores`).
+    pub max_cores: f64,
+    /// The device's reclaim throughput it is held to, bytes/s.
+    pub target_reclaim_bytes_per_sec: f64,
+    /// The measurements, in order.
+    pub steps: Vec<CpuStep>,
+}
+
+/// Lowers the domain's CPU budget from the preset's until its anonymous
+/// reclaim runs at the device's throughput (within
+/// [`CPU_CALIBRATION_TOLERANCE`]), or no faster when the preset's budget
+/// already is. Reclaim at a memory cgroup's limit runs in the allocating
+/// task, so its throughput follows the budget, though not in proportion
+/// (the next budget is interpolated between the closest measurements on
+/// either side). Returns the budget and the reclaim measured on it (None
+/// when the measurement failed; the budget then stays the preset's).
+fn calibrate_cpu_budget(
+    o: &BenchOptions,
+    domain: &mut Domain,
+    leaf: &Leaf,
+    log_dir: &Path,
+    progress: &Progress,
+) -> Result<(CpuCalibration, Option<ReclaimCalibration>)> {
+    let max = domain.device.preset.cpu_cores;
+    let target = domain.device.preset.reclaim_bytes_per_sec;
+    let mut cal = CpuCalibration {
+        cores: max,
+        max_cores: max,
+        target_reclaim_bytes_per_sec: target,
+        steps: Vec::new(),
+    };
+    let mut cores = max;
+    let mut measured: Vec<ReclaimCalibration> = Vec::new();
+    for _ in 0..CPU_CALIBRATION_STEPS {
+        let r = match calibrate_reclaim(o, leaf, log_dir) {
+            Ok(r) => r,
+            Err(e) if measured.is_empty() => {
+                progress.say(&format!("anonymous reclaim calibration failed ({e:#})"));
+                domain.set_cpu_budget(max)?;
+                return Ok((cal, None));
+            }
+            Err(e) => {
+                progress.say(&format!(
+                    "a reclaim measurement failed ({e:#}); keeping the best so far"
+                ));
+                break;
+            }
+        };
+        cal.steps.push(CpuStep {
+            cores,
+            anon_reclaim_bytes_per_sec: r.anon_reclaim_bytes_per_sec,
+        });
+        measured.push(r);
+        let rate = r.anon_reclaim_bytes_per_sec;
+        if (rate - target).abs() <= target * CPU_CALIBRATION_TOLERANCE
+            || (rate <= target && cores >= max)
+        {
+            break;
+        }
+        let next = next_budget(&cal.steps, target, max);
+        if (next - cores).abs() < 1e-3 {
+            break;
+        }
+        cores = next;
+        domain.set_cpu_budget(cores)?;
+    }
+    let best = best_step(&cal.steps, target);
+    cal.cores = cal.steps[best].cores;
+    domain.set_cpu_budget(cal.cores)?;
+    Ok((cal, Some(measured[best])))
+}
+
+/// The next budget to measure: interpolated between the closest
+/// measurements below and above `target` (bytes/s), or scaled from the
+/// closest one when all are on one side; within [[`MIN_CPU_CORES`], `max`].
+fn next_budget(steps: &[CpuStep], target: f64, max: f64) -> f64 {
+    let below = steps
+        .iter()
+        .filter(|s| s.anon_reclaim_bytes_per_sec <= target)
+        .max_by(|a, b| a.cores.total_cmp(&b.cores));
+    let above = steps
+        .iter()
+        .filter(|s| s.anon_reclaim_bytes_per_sec > target)
+        .min_by(|a, b| a.cores.total_cmp(&b.cores));
+    let c = match (below, above) {
+        (Some(l), Some(h)) if h.anon_reclaim_bytes_per_sec > l.anon_reclaim_bytes_per_sec => {
+            l.cores
+                + (target - l.anon_reclaim_bytes_per_sec) * (h.cores - l.cores)
+                    / (h.anon_reclaim_bytes_per_sec - l.anon_reclaim_bytes_per_sec)
+        }
+        (Some(l), Some(h)) => (l.cores + h.cores) / 2.0,
+        (None, Some(h)) => h.cores * target / h.anon_reclaim_bytes_per_sec,
+        (Some(l), None) => l.cores * target / l.anon_reclaim_bytes_per_sec.max(1.0),
+        (None, None) => max,
+    };
+    c.clamp(MIN_CPU_CORES, max)
+}
+
+/// The measurement the domain keeps: the closest to `target` within the
+/// tolerance, else the fastest at or below it, else the slowest above it.
+fn best_step(steps: &[CpuStep], target: f64) -> usize {
+    let off = |s: &CpuStep| (s.anon_reclaim_bytes_per_sec - target).abs();
+    let idx = |pred: &dyn Fn(&CpuStep) -> bool, key: &dyn Fn(&CpuStep) -> f64| {
+        steps
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| pred(s))
+            .min_by(|a, b| key(a.1).total_cmp(&key(b.1)))
+            .map(|(i, _)| i)
+    };
+    idx(&|s| off(s) <= target * CPU_CALIBRATION_TOLERANCE, &off)
+        .or_else(|| {
+            idx(&|s| s.anon_reclaim_bytes_per_sec <= target, &|s| {
+                -s.anon_reclaim_bytes_per_sec
+            })
+        })
+        .or_else(|| idx(&|_| true, &|s| s.anon_reclaim_bytes_per_sec))
+        .unwrap_or(0)
 }
 
 /// Runs [`RECLAIM_TEST`] in `leaf` (its limit set for the test, then lifted).
@@ -454,13 +604,14 @@ impl IoTest {
 
 fn make_profiles(
     o: &BenchOptions,
+    device: &Device,
     apps: &[App],
     daemon: &DaemonSetup,
     log_dir: &Path,
     progress: &Progress,
 ) -> Result<ProfileSource> {
     if o.profiles != "spec" {
-        match record_profiles(o, apps, daemon, log_dir) {
+        match record_profiles(o, device, apps, daemon, log_dir) {
             Ok(n) => {
                 progress.say(&format!(
                     "recorded {n} launch profiles with `appflow record`"
@@ -496,6 +647,7 @@ fn make_profiles(
 
 fn record_profiles(
     o: &BenchOptions,
+    device: &Device,
     apps: &[App],
     daemon: &DaemonSetup,
     log_dir: &Path,
@@ -507,7 +659,7 @@ fn record_profiles(
         for p in a.paths() {
             let _ = synth::drop_file_cache(&p);
         }
-        let argv = a.argv(&o.binary, o.device.scale, &o.roots.run_dir.join("mnt"));
+        let argv = a.argv(&o.binary, device, &o.roots.run_dir.join("mnt"));
         let mut cmd = std::process::Command::new(&o.binary);
         cmd.arg("record")
             .arg("--app")
@@ -554,4 +706,47 @@ fn record_profiles(
         n += 1;
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(cores: f64, mb_s: f64) -> CpuStep {
+        CpuStep {
+            cores,
+            anon_reclaim_bytes_per_sec: mb_s * 1e6,
+        }
+    }
+
+    #[test]
+    fn the_next_budget_scales_from_one_side_and_interpolates_between_two() {
+        let t = 150e6;
+        // Only faster than the device: scaled down in proportion.
+        let c = next_budget(&[step(1.0, 500.0)], t, 1.0);
+        assert!((c - 0.3).abs() < 1e-9, "{c}");
+        // Both sides: linear between the closest measurements.
+        let c = next_budget(&[step(1.0, 500.0), step(0.3, 100.0)], t, 1.0);
+        assert!((c - (0.3 + 50.0 * 0.7 / 400.0)).abs() < 1e-9, "{c}");
+        // Only slower: raised, never past the preset's budget.
+        assert_eq!(next_budget(&[step(0.5, 50.0)], t, 1.0), 1.0);
+        assert_eq!(next_budget(&[step(0.5, 100.0)], t, 0.6), 0.6);
+        // Never under the kernel's 1 ms quota.
+        assert_eq!(next_budget(&[step(1.0, 1e6)], t, 1.0), MIN_CPU_CORES);
+    }
+
+    #[test]
+    fn the_kept_budget_is_the_closest_within_tolerance_else_never_faster_than_the_device() {
+        let t = 150e6;
+        assert_eq!(best_step(&[step(1.0, 500.0), step(0.3, 140.0)], t), 1);
+        assert_eq!(
+            best_step(&[step(1.0, 500.0), step(0.3, 100.0), step(0.4, 170.0)], t),
+            1
+        );
+        assert_eq!(
+            best_step(&[step(1.0, 500.0), step(0.3, 200.0), step(0.2, 180.0)], t),
+            2
+        );
+        assert_eq!(best_step(&[step(1.0, 120.0)], t), 0);
+    }
 }

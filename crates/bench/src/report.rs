@@ -35,6 +35,8 @@ pub struct CpuBudget {
     pub period_us: u64,
     /// cpu.shares (weight against the host's other work).
     pub shares: u64,
+    /// How the budget was found: the domain's reclaim held to the device's.
+    pub calibration: crate::prepare::CpuCalibration,
 }
 
 /// What the report records about the testbed itself (`extra.testbed`).

@@ -11,6 +11,7 @@
 //! worker is throttled and charged inside the domain like the apps.
 
 use crate::counters::{self, Delta};
+use crate::device::Device;
 use crate::launch::{Outcome, Proc, Readiness};
 use crate::live::{check_interrupted, sleep_checked, Domain, Leaf, ZramStats};
 use crate::policy::{Daemon, DaemonSetup, Policy};
@@ -106,7 +107,7 @@ impl App {
         &self.spec.name
     }
     /// The command line.
-    pub fn argv(&self, binary: &Path, scale: f64, root: &Path) -> Vec<String> {
+    pub fn argv(&self, binary: &Path, device: &Device, root: &Path) -> Vec<String> {
         match &self.spec.body {
             AppBody::Synthetic(_) => vec![
                 binary.to_string_lossy().to_string(),
@@ -116,7 +117,9 @@ impl App {
                 "--root".into(),
                 root.to_string_lossy().to_string(),
                 "--scale".into(),
-                scale.to_string(),
+                device.scale.to_string(),
+                "--cpu-share".into(),
+                device.cpu_share().to_string(),
             ],
             AppBody::Command(c) => {
                 let home = root.join("apps").join(&self.spec.name);
@@ -471,7 +474,7 @@ impl<'a> Session<'a> {
             let a = self.bed.app(app)?;
             let argv = a.argv(
                 &self.bed.binary,
-                self.bed.domain.device.scale,
+                &self.bed.domain.device,
                 &self.bed.domain.mnt,
             );
             let readiness = a.readiness();

@@ -53,6 +53,18 @@ pub struct Measured {
     /// The domain's anonymous reclaim throughput (`extra.testbed
     /// .reclaim_calibration`), bytes/s, if the run measured it.
     pub anon_reclaim_bytes_per_sec: Option<f64>,
+    /// The domain's calibrated CPU budget (`extra.testbed.cpu_budget
+    /// .cores`), host cores, if the run has one.
+    pub cpu_budget_cores: Option<f64>,
+}
+
+impl Measured {
+    /// The domain's CPU budget: the calibrated one, else the preset's.
+    fn budget(&self, o: &BenchOptions) -> f64 {
+        self.cpu_budget_cores
+            .filter(|c| c.is_finite() && *c > 0.0)
+            .unwrap_or(o.device.cpu_cores)
+    }
 }
 
 /// The reclaim costs of the emitted device, ms per MiB of domain time:
@@ -64,7 +76,7 @@ pub struct Measured {
 fn reclaim_costs(o: &BenchOptions, measured: &Measured) -> (f64, f64) {
     let anon = match measured.anon_reclaim_bytes_per_sec {
         Some(r) if r.is_finite() && r > 0.0 => 1000.0 * MIB as f64 / r,
-        _ => HOST_ANON_ZRAM_MS_PER_MIB / o.device.preset.cpu_cores,
+        _ => HOST_ANON_ZRAM_MS_PER_MIB / measured.budget(o),
     };
     (
         round_to(anon, 4),
@@ -95,8 +107,9 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
          # apps and the preload worker); zram_pool_cap_mib is zram's mem_limit; the pool is not charged\n\
          # to the memory cgroup (zram_pool_in_dram = false); zram_ratio is {}.\n\
          # No watermarks: a memory cgroup has no kswapd, every allocation at the limit reclaims directly.\n\
-         # One direct-reclaim thread: a synthetic app launches on one thread. cpu_scale 1: the synthetic\n\
-         # apps burn their cpu_ms as thread CPU time; cpu_scale is 1 / the domain's CPU budget in cores.\n\
+         # One direct-reclaim thread: a synthetic app launches on one thread. The synthetic apps burn\n\
+         # cpu_ms x (budget / the preset's budget) of thread CPU time on the domain's calibrated budget,\n\
+         # so cpu_scale is 1 / the preset's budget in cores.\n\
          # Reclaim costs: {}; file pages cost a fifth (the AppFlow paper §4.3).\n\
          # The storage curve is the flash device's as the domain measured it (one reader; the model's\n\
          # latency + size / bandwidth when the run has not measured yet); resume_ms is a tenth of the launch CPU\n\
@@ -104,8 +117,9 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
          # (back to back: use_ms 0; settle_ms is --settle-ms).\n\
          # reclaim_cache_first: the domain's kernel drops page cache before anonymous memory while\n\
          # page cache lasts (cache trim mode of mm/vmscan.c at swappiness 60); {}.\n\
-         # cpu_budget_cores: the daemon runs in the domain's cpu cgroup, so its page-out (PMR,\n\
-         # rebalancing) shares the launch's CPU budget.\n",
+         # cpu_budget_cores: the domain's budget, calibrated so that its anonymous reclaim runs no faster\n\
+         # than the device's (extra.testbed.cpu_budget); the daemon runs in the domain's cpu cgroup, so\n\
+         # its page-out (PMR, rebalancing) shares the launch's CPU budget.\n",
         d.preset.name,
         d.scale,
         if measured.stock_zram_ratio.is_some() {
@@ -163,7 +177,7 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
             mib(d.zram_disksize_bytes),
             p.flash.bytes_per_sec / 1e6,
             p.flash.latency_us,
-            p.cpu_cores
+            round_to(measured.budget(o), 3)
         )),
         // Reclaim and zram CPU costs not given here come from this preset.
         base: Some(
@@ -192,7 +206,7 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
         // Page cache first, unless this run's stock sessions freed mostly
         // anonymous pages.
         reclaim_cache_first: Some(measured.stock_file_reclaim_share.is_none_or(|s| s >= 0.5)),
-        cpu_budget_cores: Some(p.cpu_cores),
+        cpu_budget_cores: Some(round_to(measured.budget(o), 3)),
         preload_budget_mib: Some(mib(d.preload_budget_bytes)),
         storage: Some(StorageSection {
             read_mib_per_sec: None,
@@ -437,6 +451,7 @@ mod tests {
             stock_zram_ratio: Some(2.5),
             stock_file_reclaim_share: Some(0.83),
             anon_reclaim_bytes_per_sec: Some(500.0 * MIB as f64),
+            cpu_budget_cores: Some(0.3),
         };
         let text = sim_device_toml(&o, &m).unwrap();
         assert!(text.contains("zram_ratio = 2.5"), "{text}");
@@ -446,6 +461,10 @@ mod tests {
         let f = appflow_sim::devfile::parse(&text, "e").unwrap();
         let d = appflow_sim::devfile::device(&f, "e").unwrap();
         assert_eq!(d.device.zram_ratio, 2.5);
+        // The calibrated budget is the domain's; the apps' CPU times are the
+        // preset's (they burn cpu_ms × the share of it).
+        assert_eq!(d.device.cpu_budget_cores, Some(0.3));
+        assert_eq!(d.device.cpu_scale, 1.0);
         // The measured curve is the curve.
         let c = &d.device.read_curve;
         assert!((c.throughput(4096) - 13.0e6).abs() < 0.06 * MIB as f64);
@@ -459,7 +478,6 @@ mod tests {
         // Pool cap 384 MiB × 2.5 = 960 MiB > 512 MiB disk: the disk binds.
         assert_eq!(d.device.zram_disksize_bytes, 512 * MIB);
         assert!(d.device.reclaim_cache_first);
-        assert_eq!(d.device.cpu_budget_cores, Some(o.device.preset.cpu_cores));
         // A run whose stock sessions freed mostly anonymous pages says so.
         let m = Measured {
             stock_file_reclaim_share: Some(0.3),

@@ -89,6 +89,16 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// Multiplies the CPU work of the launch by `share` (the domain's share
+    /// of the preset's CPU budget, [`crate::device::Device::cpu_share`]).
+    pub fn scale_cpu(&mut self, share: f64) {
+        for op in &mut self.ops {
+            if let Op::Cpu(us) = op {
+                *us = (*us as f64 * share) as u64;
+            }
+        }
+    }
+
     /// Derives the layout of `app` with `spec` at `scale`, rooted at `dir`.
     pub fn new(app: &str, spec: &SyntheticSpec, scale: f64, dir: &Path) -> Self {
         let mut rng = SplitMix::new(fnv1a(app.as_bytes()));
