@@ -138,7 +138,7 @@ pub fn run_bench(o: &BenchOptions) -> Result<BenchOutcome> {
     let progress = Progress::new(0, o.progress);
     progress.say(&format!(
         "building the {} domain at scale {}: memory limit {:.0} MiB, zram {:.0} MiB (pool cap {:.0} MiB), \
-         flash {:.0} MB/s + {:.0} µs per request, CPU budget up to {} core(s), image {:.0} MiB for {} files",
+         flash {:.0} MB/s + {:.0} µs per request, one phone core per app (at most {} core(s) of this host), image {:.0} MiB for {} files",
         o.device.preset.name,
         o.device.scale,
         mib(o.device.app_memory_bytes),

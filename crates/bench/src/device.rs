@@ -34,11 +34,12 @@ pub struct Preset {
     pub zram_mem_limit_bytes: u64,
     /// The storage device every process of the domain reads through.
     pub flash: FlashParams,
-    /// The most CPU the whole domain gets (apps, preload worker and daemon,
-    /// reclaim and zram compression done in their context), in cores of
-    /// this host (cpu.cfs_quota_us / cpu.cfs_period_us): what a launch's
-    /// core is worth. The testbed lowers it until the domain reclaims no
-    /// faster than [`Preset::reclaim_bytes_per_sec`] ([`Device::cpu_cores`]).
+    /// One phone core at most, in cores of this host (cpu.cfs_quota_us /
+    /// cpu.cfs_period_us): the CPU each leaf of the domain gets (each app;
+    /// the daemon with its preload worker), and with it the reclaim and
+    /// zram compression done in their context. The testbed lowers it until
+    /// the domain reclaims no faster than [`Preset::reclaim_bytes_per_sec`]
+    /// ([`Device::cpu_cores`]).
     pub cpu_cores: f64,
     /// The device's kernel reclaim throughput, bytes/s: the domain's
     /// anonymous reclaim is held to at most this by its CPU budget, so that
@@ -76,11 +77,12 @@ pub const SD_A1_DDR50: FlashParams = FlashParams {
     queue_depth: 1,
 };
 
-/// CPU budget of a phone's domain at most, in host cores: one. The synthetic
-/// apps' `cpu_ms` are phone CPU times, so one host core stands for the big
-/// core a launch runs on; the background apps, the preload worker, the
-/// daemon, and reclaim and zram compression in their context share it, so
-/// reclaim costs launch time as it does on a phone.
+/// A phone core at most, in host cores: one. The synthetic apps' `cpu_ms`
+/// are phone CPU times on the core a launch runs on; each app runs on a
+/// core of its own (a phone has eight or nine), and so does the daemon with
+/// its preload worker, as system services run beside the launch on a
+/// phone; reclaim and zram compression run in the context that needs the
+/// memory, so they cost that app's time as on a phone.
 pub const PHONE_CPU_CORES: f64 = 1.0;
 
 /// A phone's kernel reclaim throughput: 150 MB/s, the highest the PMR paper
@@ -94,9 +96,8 @@ pub const PHONE_CPU_CORES: f64 = 1.0;
 /// towards cheaper reclaim.
 pub const PHONE_RECLAIM_BYTES_PER_SEC: f64 = 150e6;
 
-/// CPU budget of the head unit's domain at most: half a host core, a
-/// Cortex-A72 at 1.5 GHz being about half an x86 server core per thread (an
-/// assumption). No paper measured a Raspberry Pi's reclaim; its reclaim is
+/// A head unit core at most: half a host core, a Cortex-A72 at 1.5 GHz
+/// being about half an x86 server core per thread (an assumption). No paper measured a Raspberry Pi's reclaim; its reclaim is
 /// held to the phone's ([`PHONE_RECLAIM_BYTES_PER_SEC`]), which its slower
 /// cores do not beat.
 pub const HEADUNIT_CPU_CORES: f64 = 0.5;

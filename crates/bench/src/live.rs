@@ -50,7 +50,7 @@ pub struct Leaf {
     pub mem: PathBuf,
     /// blkio cgroup directory.
     pub blkio: PathBuf,
-    /// The domain's cpu cgroup directory.
+    /// Its cpu cgroup directory (one phone core: [`Domain::set_cpu_budget`]).
     pub cpu: PathBuf,
 }
 
@@ -280,15 +280,12 @@ impl Domain {
             &mem.join("memory.limit_in_bytes"),
             &device.app_memory_bytes.to_string(),
         )?;
-        // The CPU budget: CFS bandwidth over a 100 ms period, and a weight
-        // high enough that the domain gets its budget on a busy host (the
-        // phone's CPU is the domain's, not shared with the host's work).
+        // The CPU: a weight high enough that the domain gets its budget on a
+        // busy host (the phone's CPU is the domain's, not shared with the
+        // host's work). The budget itself is per leaf, one phone core each
+        // (`Domain::leaf`); the domain as a whole is not capped, as a
+        // phone's nine cores at that speed would exceed this host's.
         write(&cpu.join("cpu.shares"), &CPU_SHARES.to_string())?;
-        write(&cpu.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())?;
-        write(
-            &cpu.join("cpu.cfs_quota_us"),
-            &cpu_quota_us(device.cpu_cores).to_string(),
-        )?;
         Ok(Self {
             roots,
             device,
@@ -304,12 +301,14 @@ impl Domain {
         })
     }
 
-    /// Sets the domain's CPU budget to `cores` host cores.
+    /// Sets every leaf's CPU budget (one phone core) to `cores` host cores.
     pub fn set_cpu_budget(&mut self, cores: f64) -> Result<()> {
-        write(
-            &self.roots.cpu_root().join("cpu.cfs_quota_us"),
-            &cpu_quota_us(cores).to_string(),
-        )?;
+        for l in &self.leaves {
+            write(
+                &l.cpu.join("cpu.cfs_quota_us"),
+                &cpu_quota_us(cores).to_string(),
+            )?;
+        }
         self.device.cpu_cores = cores;
         Ok(())
     }
@@ -321,15 +320,22 @@ impl Domain {
         }
         let mem = self.roots.mem_root().join(name);
         let blkio = self.roots.blkio_root().join(name);
-        for p in [&mem, &blkio] {
+        let cpu = self.roots.cpu_root().join(name);
+        for p in [&mem, &blkio, &cpu] {
             std::fs::create_dir(p).with_context(|| format!("mkdir {}", p.display()))?;
             self.ledger.record(Resource::Cgroup { path: p.clone() })?;
         }
+        // One phone core: CFS bandwidth over the domain's period.
+        write(&cpu.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())?;
+        write(
+            &cpu.join("cpu.cfs_quota_us"),
+            &cpu_quota_us(self.device.cpu_cores).to_string(),
+        )?;
         let l = Leaf {
             name: name.to_string(),
             mem,
             blkio,
-            cpu: self.roots.cpu_root(),
+            cpu,
         };
         self.leaves.push(l.clone());
         Ok(l)

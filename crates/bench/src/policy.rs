@@ -115,6 +115,9 @@ pub struct DaemonSetup {
     pub memory_cgroup: PathBuf,
     /// blkio cgroup for the preload worker (a throttled leaf).
     pub blkio_cgroup: PathBuf,
+    /// cpu cgroup of the daemon and its preload worker (the worker leaf's:
+    /// one phone core for the two).
+    pub cpu_cgroup: PathBuf,
     /// Preload budget M_p, bytes.
     pub budget_bytes: u64,
     /// Apps: (name, memory cgroup of its processes).
@@ -213,9 +216,9 @@ pub struct Daemon {
 
 impl Daemon {
     /// Starts `appflow daemon --config F` and waits until its socket answers `status`.
-    /// Starts the daemon inside the domain's CPU budget (`cpu_cgroup`): its
-    /// preload worker inherits that cgroup, and the daemon's config places
-    /// it in the domain's memory and blkio cgroups.
+    /// Starts the daemon inside its CPU budget (`cpu_cgroup`): its preload
+    /// worker inherits that cgroup, and the daemon's config places it in
+    /// the domain's memory and blkio cgroups.
     pub fn start(
         binary: &Path,
         config: &Path,
@@ -386,6 +389,7 @@ mod tests {
             dir: "/run/appflow-bench".into(),
             memory_cgroup: "/sys/fs/cgroup/memory/appflow-bench".into(),
             blkio_cgroup: "/sys/fs/cgroup/blkio/appflow-bench/worker".into(),
+            cpu_cgroup: "/sys/fs/cgroup/cpu/appflow-bench/worker".into(),
             budget_bytes: 1000,
             alloc_threshold_pages: Some(2000),
             apps: vec![(

@@ -167,6 +167,7 @@ pub fn prepare(
         dir: daemon_dir.clone(),
         memory_cgroup: domain.roots.mem_root(),
         blkio_cgroup: worker.blkio.clone(),
+        cpu_cgroup: worker.cpu.clone(),
         budget_bytes: o.device.preload_budget_bytes,
         apps: apps
             .iter()
@@ -180,7 +181,7 @@ pub fn prepare(
     match &reclaim {
         Some(r) => {
             progress.say(&format!(
-                "anonymous reclaim inside the domain: {:.1} MB/s on a CPU budget of {:.2} core(s), N_alloc {} pages per 100 ms",
+                "anonymous reclaim inside the domain: {:.1} MB/s on a phone core of {:.2} host core(s), N_alloc {} pages per 100 ms",
                 r.anon_reclaim_bytes_per_sec / 1e6,
                 cpu_budget.cores,
                 r.alloc_threshold_pages

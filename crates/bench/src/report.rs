@@ -27,7 +27,8 @@ pub struct StorageInfo {
 /// The domain's CPU budget (v1 cpu cgroup, CFS bandwidth).
 #[derive(Debug, Clone, Serialize)]
 pub struct CpuBudget {
-    /// Cores of this host.
+    /// Cores of this host each leaf of the domain gets (one phone core: each
+    /// app, and the daemon with its preload worker).
     pub cores: f64,
     /// cpu.cfs_quota_us.
     pub quota_us: u64,

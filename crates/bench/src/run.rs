@@ -382,7 +382,7 @@ impl<'a> Session<'a> {
                 &cfg,
                 &s.bed.daemon.socket(),
                 &log,
-                &s.bed.domain.roots.cpu_root(),
+                &s.bed.daemon.cpu_cgroup,
             )?;
             s.daemon_res = s.bed.domain.track_process(d.pid())?;
             s.daemon = Some(d);

@@ -117,9 +117,10 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
          # (back to back: use_ms 0; settle_ms is --settle-ms).\n\
          # reclaim_cache_first: the domain's kernel drops page cache before anonymous memory while\n\
          # page cache lasts (cache trim mode of mm/vmscan.c at swappiness 60); {}.\n\
-         # cpu_budget_cores: the domain's budget, calibrated so that its anonymous reclaim runs no faster\n\
-         # than the device's (extra.testbed.cpu_budget); the daemon runs in the domain's cpu cgroup, so\n\
-         # its page-out (PMR, rebalancing) shares the launch's CPU budget.\n",
+         # CPU: every leaf of the domain (each app, the daemon with its preload worker) runs on one phone\n\
+         # core, a CPU budget calibrated so that anonymous reclaim runs no faster than the device's\n\
+         # (extra.testbed.cpu_budget); so no cpu_budget_cores: the daemon's page-out (PMR, rebalancing)\n\
+         # does not share the launch's core.\n",
         d.preset.name,
         d.scale,
         if measured.stock_zram_ratio.is_some() {
@@ -170,7 +171,7 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
     DeviceSection {
         name: format!("bench-{}-x{}", p.name, d.scale),
         description: Some(format!(
-            "appflow bench domain: {} at scale {} (memory cgroup {:.0} MiB, zram {:.0} MiB, flash {:.0} MB/s + {:.0} us/request, {} core(s))",
+            "appflow bench domain: {} at scale {} (memory cgroup {:.0} MiB, zram {:.0} MiB, flash {:.0} MB/s + {:.0} us/request, one phone core = {} core(s) of this host)",
             p.about,
             d.scale,
             mib(d.app_memory_bytes),
@@ -206,7 +207,9 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
         // Page cache first, unless this run's stock sessions freed mostly
         // anonymous pages.
         reclaim_cache_first: Some(measured.stock_file_reclaim_share.is_none_or(|s| s >= 0.5)),
-        cpu_budget_cores: Some(round_to(measured.budget(o), 3)),
+        // The daemon runs on a phone core of its own (its own cpu leaf), so
+        // its page-out does not share the launch's.
+        cpu_budget_cores: None,
         preload_budget_mib: Some(mib(d.preload_budget_bytes)),
         storage: Some(StorageSection {
             read_mib_per_sec: None,
@@ -461,9 +464,10 @@ mod tests {
         let f = appflow_sim::devfile::parse(&text, "e").unwrap();
         let d = appflow_sim::devfile::device(&f, "e").unwrap();
         assert_eq!(d.device.zram_ratio, 2.5);
-        // The calibrated budget is the domain's; the apps' CPU times are the
-        // preset's (they burn cpu_ms × the share of it).
-        assert_eq!(d.device.cpu_budget_cores, Some(0.3));
+        // The daemon has a core of its own; the apps' CPU times are the
+        // preset's (they burn cpu_ms × their share of the calibrated budget).
+        assert_eq!(d.device.cpu_budget_cores, None);
+        assert!(text.contains("one phone core = 0.3 core(s)"), "{text}");
         assert_eq!(d.device.cpu_scale, 1.0);
         // The measured curve is the curve.
         let c = &d.device.read_curve;
