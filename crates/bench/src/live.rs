@@ -55,14 +55,14 @@ pub struct Leaf {
 }
 
 /// cpu.shares of the domain: 16× the default 1024, so on a host busy with
-/// other work the domain still gets its whole CPU budget (the quota caps it).
+/// other work the domain still gets its CPU (each leaf's quota caps it).
 pub const CPU_SHARES: u64 = 16 * 1024;
 
-/// cpu.cfs_period_us of the domain: 20 ms. Within each period the domain
-/// runs until its quota is spent and then waits, so a throttled budget
-/// stalls a foreground app for at most the period's unspent part; a phone
-/// does not freeze its foreground app for tens of milliseconds, and 20 ms
-/// keeps each quota (a third of a core: 6.7 ms) above the kernel's 5 ms
+/// cpu.cfs_period_us of every leaf: 20 ms. Within each period a leaf runs
+/// until its quota is spent and then waits, so a throttled phone core
+/// stalls its app for at most the period's unspent part; a phone does not
+/// freeze its foreground app for tens of milliseconds, and 20 ms keeps
+/// each quota (a third of a core: 6.7 ms) above the kernel's 5 ms
 /// bandwidth slice.
 pub const CPU_PERIOD_US: u64 = 20_000;
 
