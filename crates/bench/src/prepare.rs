@@ -110,7 +110,8 @@ pub struct Prepared {
     /// Anonymous reclaim measured in the domain on its CPU budget (None if
     /// it failed).
     pub reclaim: Option<ReclaimCalibration>,
-    /// The domain's CPU budget, calibrated against the device's reclaim.
+    /// The phone core each leaf runs on, calibrated against the device's
+    /// reclaim.
     pub cpu_budget: CpuCalibration,
     /// How the profiles were made.
     pub profiles: ProfileSource,
@@ -175,8 +176,8 @@ pub fn prepare(
             .collect(),
         alloc_threshold_pages: None,
     };
-    // The CPU budget first: the storage is then measured as the domain,
-    // on its budget, sees it.
+    // The phone core first: the storage is then measured as the domain,
+    // on its cores, sees it.
     let (cpu_budget, reclaim) = calibrate_cpu_budget(o, domain, &calib_leaf, &log_dir, progress)?;
     match &reclaim {
         Some(r) => {
@@ -251,10 +252,10 @@ pub struct CpuStep {
     pub anon_reclaim_bytes_per_sec: f64,
 }
 
-/// The domain's CPU budget and how it was found.
+/// The phone core (each leaf's CPU budget) and how it was found.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CpuCalibration {
-    /// The budget the domain runs on, host cores.
+    /// The budget each leaf of the domain runs on, host cores.
     pub cores: f64,
     /// The most it may be (the preset's `cpu_cores`).
     pub max_cores: f64,
@@ -264,7 +265,7 @@ pub struct CpuCalibration {
     pub steps: Vec<CpuStep>,
 }
 
-/// Lowers the domain's CPU budget from the preset's until its anonymous
+/// Lowers the leaves' CPU budget from the preset's until the anonymous
 /// reclaim runs at the device's throughput (within
 /// [`CPU_CALIBRATION_TOLERANCE`]), or no faster when the preset's budget
 /// already is. Reclaim at a memory cgroup's limit runs in the allocating
