@@ -97,9 +97,10 @@ pub const PHONE_CPU_CORES: f64 = 1.0;
 pub const PHONE_RECLAIM_BYTES_PER_SEC: f64 = 150e6;
 
 /// A head unit core at most: half a host core, a Cortex-A72 at 1.5 GHz
-/// being about half an x86 server core per thread (an assumption). No paper measured a Raspberry Pi's reclaim; its reclaim is
-/// held to the phone's ([`PHONE_RECLAIM_BYTES_PER_SEC`]), which its slower
-/// cores do not beat.
+/// being about half an x86 server core per thread (an assumption). No
+/// paper measured a Raspberry Pi's reclaim; its reclaim is held to the
+/// phone's ([`PHONE_RECLAIM_BYTES_PER_SEC`]), which its slower cores do not
+/// beat.
 pub const HEADUNIT_CPU_CORES: f64 = 0.5;
 
 /// The presets.
@@ -171,9 +172,9 @@ pub struct Device {
     pub zram_mem_limit_bytes: u64,
     /// Preload budget M_p, bytes.
     pub preload_budget_bytes: u64,
-    /// The domain's CPU budget in effect, host cores: the preset's
-    /// `cpu_cores` until the testbed calibrates it against the preset's
-    /// reclaim throughput.
+    /// The phone core in effect (each leaf's CPU budget), host cores: the
+    /// preset's `cpu_cores` until the testbed calibrates it against the
+    /// preset's reclaim throughput.
     pub cpu_cores: f64,
 }
 
@@ -195,7 +196,7 @@ impl Device {
         })
     }
 
-    /// The share of the preset's budget the domain has: the synthetic apps
+    /// The share of the preset's core each leaf has: the synthetic apps
     /// burn `cpu_ms` × this of host CPU time, so their own work takes the
     /// preset's time while the kernel's work in their context (faults,
     /// reclaim, compression) runs on the calibrated budget.

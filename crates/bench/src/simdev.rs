@@ -53,13 +53,13 @@ pub struct Measured {
     /// The domain's anonymous reclaim throughput (`extra.testbed
     /// .reclaim_calibration`), bytes/s, if the run measured it.
     pub anon_reclaim_bytes_per_sec: Option<f64>,
-    /// The domain's calibrated CPU budget (`extra.testbed.cpu_budget
-    /// .cores`), host cores, if the run has one.
+    /// The calibrated phone core (`extra.testbed.cpu_budget.cores`), host
+    /// cores, if the run has one.
     pub cpu_budget_cores: Option<f64>,
 }
 
 impl Measured {
-    /// The domain's CPU budget: the calibrated one, else the preset's.
+    /// The phone core: the calibrated one, else the preset's.
     fn budget(&self, o: &BenchOptions) -> f64 {
         self.cpu_budget_cores
             .filter(|c| c.is_finite() && *c > 0.0)
