@@ -191,8 +191,10 @@ impl Scheduler {
                 Err(e) => failures.push(format!("pid {}: {e}", id.pid)),
             }
         }
+        let p = self.pressure(s);
         let detail = format!(
-            "killed {} ({} of {} processes, pid {}): ΔM {} bytes, footprint {} bytes, relaunch {}, last used {}, reaped {reaped}",
+            "killed {} ({} of {} processes, pid {}): ΔM {} bytes, footprint {} bytes, relaunch {}, last used {}, reaped {reaped}; \
+             trigger: available {} of {} bytes, anon {} / file {} bytes, swap free {} of {} bytes, PSI some avg10 {:.1} %, over the window {}",
             c.app,
             killed,
             ids[i].len(),
@@ -202,6 +204,15 @@ impl Scheduler {
             c.relaunch_bytes
                 .map_or("unknown".to_string(), |b| format!("{b} bytes")),
             recency.map_or("never".to_string(), |r| format!("{r} s ago")),
+            p.avail_bytes,
+            p.total_bytes,
+            p.anon_bytes,
+            p.file_bytes,
+            p.swap_free_bytes,
+            p.swap_total_bytes,
+            p.psi_some_avg10,
+            p.psi_some_window
+                .map_or("unknown".to_string(), |w| format!("{w:.1} %")),
         );
         self.last_kill_ms = Some(s.now_ms);
         self.last_kill_reason = Some(d.reason);
