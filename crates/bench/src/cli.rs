@@ -333,20 +333,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
             calibration: calibration_of(&out.reports),
             stock_zram_ratio: simdev::stock_zram_ratio(&out.measurements),
             stock_file_reclaim_share: simdev::stock_file_reclaim_share(&out.measurements),
-            anon_reclaim_bytes_per_sec: out.reports.first().and_then(|r| {
-                r.extra
-                    .get("testbed")?
-                    .get("reclaim_calibration")?
-                    .get("anon_reclaim_bytes_per_sec")?
-                    .as_f64()
-            }),
-            cpu_budget_cores: out.reports.first().and_then(|r| {
-                r.extra
-                    .get("testbed")?
-                    .get("cpu_budget")?
-                    .get("cores")?
-                    .as_f64()
-            }),
+            anon_reclaim_bytes_per_sec: testbed_field(
+                &out.reports,
+                &["reclaim_calibration", "anon_reclaim_bytes_per_sec"],
+            )
+            .and_then(serde_json::Value::as_f64),
+            cpu_budget_cores: testbed_field(&out.reports, &["cpu_budget", "cores"])
+                .and_then(serde_json::Value::as_f64),
         };
         write_text(p, &simdev::sim_device_toml(&o, &measured)?)?;
         eprintln!(
@@ -394,12 +387,15 @@ pub fn run(a: BenchArgs) -> Result<()> {
 
 /// The in-domain calibration recorded in a report's `extra.testbed`.
 fn calibration_of(reports: &[RunReport]) -> Vec<CurvePoint> {
-    reports
-        .first()
-        .and_then(|r| r.extra.get("testbed"))
-        .and_then(|t| t.get("calibration_bytes_per_sec"))
+    testbed_field(reports, &["calibration_bytes_per_sec"])
         .and_then(|c| serde_json::from_value(c.clone()).ok())
         .unwrap_or_default()
+}
+
+/// The value at `path` under the first report's `extra.testbed`.
+fn testbed_field<'a>(reports: &'a [RunReport], path: &[&str]) -> Option<&'a serde_json::Value> {
+    let testbed = reports.first()?.extra.get("testbed")?;
+    path.iter().try_fold(testbed, |v, k| v.get(k))
 }
 
 /// Runs one synthetic app (or the I/O test).

@@ -72,6 +72,15 @@ pub fn cpu_quota_us(cores: f64) -> u64 {
     ((cores * CPU_PERIOD_US as f64).round() as u64).max(1000)
 }
 
+/// Writes a budget of `cores` into the cpu cgroup `dir` (its quota over
+/// [`CPU_PERIOD_US`]).
+fn write_quota(dir: &Path, cores: f64) -> Result<()> {
+    write(
+        &dir.join("cpu.cfs_quota_us"),
+        &cpu_quota_us(cores).to_string(),
+    )
+}
+
 /// zram's `mm_stat`: what is stored and what it takes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ZramStats {
@@ -304,10 +313,7 @@ impl Domain {
     /// Sets every leaf's CPU budget (one phone core) to `cores` host cores.
     pub fn set_cpu_budget(&mut self, cores: f64) -> Result<()> {
         for l in &self.leaves {
-            write(
-                &l.cpu.join("cpu.cfs_quota_us"),
-                &cpu_quota_us(cores).to_string(),
-            )?;
+            write_quota(&l.cpu, cores)?;
         }
         self.device.cpu_cores = cores;
         Ok(())
@@ -327,10 +333,7 @@ impl Domain {
         }
         // One phone core: CFS bandwidth over the domain's period.
         write(&cpu.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())?;
-        write(
-            &cpu.join("cpu.cfs_quota_us"),
-            &cpu_quota_us(self.device.cpu_cores).to_string(),
-        )?;
+        write_quota(&cpu, self.device.cpu_cores)?;
         let l = Leaf {
             name: name.to_string(),
             mem,

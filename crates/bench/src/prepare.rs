@@ -289,13 +289,12 @@ fn calibrate_cpu_budget(
         steps: Vec::new(),
     };
     let mut cores = max;
-    let mut measured: Vec<ReclaimCalibration> = Vec::new();
     for _ in 0..CPU_CALIBRATION_STEPS {
-        let r = match calibrate_reclaim(o, leaf, log_dir) {
+        let rate = match calibrate_reclaim(o, leaf, log_dir) {
             Ok(r) => r,
-            Err(e) if measured.is_empty() => {
+            // Nothing measured: the budget is still the preset's.
+            Err(e) if cal.steps.is_empty() => {
                 progress.say(&format!("anonymous reclaim calibration failed ({e:#})"));
-                domain.set_cpu_budget(max)?;
                 return Ok((cal, None));
             }
             Err(e) => {
@@ -307,10 +306,8 @@ fn calibrate_cpu_budget(
         };
         cal.steps.push(CpuStep {
             cores,
-            anon_reclaim_bytes_per_sec: r.anon_reclaim_bytes_per_sec,
+            anon_reclaim_bytes_per_sec: rate,
         });
-        measured.push(r);
-        let rate = r.anon_reclaim_bytes_per_sec;
         if (rate - target).abs() <= target * CPU_CALIBRATION_TOLERANCE
             || (rate <= target && cores >= max)
         {
@@ -323,10 +320,17 @@ fn calibrate_cpu_budget(
         cores = next;
         domain.set_cpu_budget(cores)?;
     }
-    let best = best_step(&cal.steps, target);
-    cal.cores = cal.steps[best].cores;
+    let best = cal.steps[best_step(&cal.steps, target)];
+    cal.cores = best.cores;
     domain.set_cpu_budget(cal.cores)?;
-    Ok((cal, Some(measured[best])))
+    let tick_ms = appflow_core::reclaim::ReclaimConfig::default().tick_ms;
+    Ok((
+        cal,
+        Some(ReclaimCalibration::from_rate(
+            best.anon_reclaim_bytes_per_sec,
+            tick_ms,
+        )),
+    ))
 }
 
 /// The next budget to measure: interpolated between the closest
@@ -377,8 +381,9 @@ fn best_step(steps: &[CpuStep], target: f64) -> usize {
         .unwrap_or(0)
 }
 
-/// Runs [`RECLAIM_TEST`] in `leaf` (its limit set for the test, then lifted).
-fn calibrate_reclaim(o: &BenchOptions, leaf: &Leaf, log_dir: &Path) -> Result<ReclaimCalibration> {
+/// Runs [`RECLAIM_TEST`] in `leaf` (its limit set for the test, then
+/// lifted); returns the anonymous memory written per second.
+fn calibrate_reclaim(o: &BenchOptions, leaf: &Leaf, log_dir: &Path) -> Result<f64> {
     check_interrupted()?;
     let (limit, bytes) = RECLAIM_TEST;
     let limit_file = leaf.mem.join("memory.limit_in_bytes");
@@ -394,10 +399,7 @@ fn calibrate_reclaim(o: &BenchOptions, leaf: &Leaf, log_dir: &Path) -> Result<Re
     let r = crate::launch::spawn("calibration", &argv, leaf, 0, &log)
         .and_then(|(proc, t0)| result_line(proc, t0, &log, "reclaim calibration"));
     let _ = std::fs::write(&limit_file, "-1");
-    Ok(ReclaimCalibration::from_rate(
-        r?,
-        appflow_core::reclaim::ReclaimConfig::default().tick_ms,
-    ))
+    r
 }
 
 /// Waits for a calibration process's `bytes_per_sec N` line; returns N.

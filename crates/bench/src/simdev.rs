@@ -59,6 +59,12 @@ pub struct Measured {
 }
 
 impl Measured {
+    /// The measured anonymous reclaim throughput, when it is a usable one.
+    fn anon_rate(&self) -> Option<f64> {
+        self.anon_reclaim_bytes_per_sec
+            .filter(|r| r.is_finite() && *r > 0.0)
+    }
+
     /// The phone core: the calibrated one, else the preset's.
     fn budget(&self, o: &BenchOptions) -> f64 {
         self.cpu_budget_cores
@@ -74,9 +80,9 @@ impl Measured {
 /// budget); else this host's zram cost divided by the CPU budget. File
 /// pages cost a fifth (the AppFlow paper §4.3).
 fn reclaim_costs(o: &BenchOptions, measured: &Measured) -> (f64, f64) {
-    let anon = match measured.anon_reclaim_bytes_per_sec {
-        Some(r) if r.is_finite() && r > 0.0 => 1000.0 * MIB as f64 / r,
-        _ => HOST_ANON_ZRAM_MS_PER_MIB / measured.budget(o),
+    let anon = match measured.anon_rate() {
+        Some(r) => 1000.0 * MIB as f64 / r,
+        None => HOST_ANON_ZRAM_MS_PER_MIB / measured.budget(o),
     };
     (
         round_to(anon, 4),
@@ -128,12 +134,12 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
         } else {
             "the synthetic anon's (1/4 of each page random, about 3:1)"
         },
-        match measured.anon_reclaim_bytes_per_sec {
-            Some(r) if r.is_finite() && r > 0.0 => format!(
+        match measured.anon_rate() {
+            Some(r) => format!(
                 "anonymous reclaim as the domain measured it ({:.0} MB/s, extra.testbed.reclaim_calibration)",
                 r / 1e6
             ),
-            _ => "this host's zram cost (x86, lzo-rle) divided by the CPU budget (the run measured no reclaim)".into(),
+            None => "this host's zram cost (x86, lzo-rle) divided by the CPU budget (the run measured no reclaim)".into(),
         },
         match measured.stock_file_reclaim_share {
             Some(s) => format!(
