@@ -340,6 +340,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
             .and_then(serde_json::Value::as_f64),
             cpu_budget_cores: testbed_field(&out.reports, &["cpu_budget", "cores"])
                 .and_then(serde_json::Value::as_f64),
+            stock_launch: o
+                .targets
+                .first()
+                .and_then(|t| simdev::stock_launch(&out.measurements, t)),
         };
         write_text(p, &simdev::sim_device_toml(&o, &measured)?)?;
         eprintln!(

@@ -33,8 +33,8 @@ pub struct BenchArgs {
     /// preload budget) by this factor; storage throughput is not scaled.
     #[arg(long, default_value_t = 0.25)]
     pub scale: f64,
-    /// Scenarios, comma-separated: idle, low, medium, high, multitask, trace.
-    #[arg(long, default_value = "high", value_delimiter = ',')]
+    /// Scenarios, comma-separated: idle, low, medium, high, multitask, trace (default idle,high: every report shows the load slowdown, the AppFlow paper Fig. 4).
+    #[arg(long, default_value = "idle,high", value_delimiter = ',')]
     pub scenario: Vec<String>,
     /// Target app(s) of idle/low/medium/high, comma-separated (default: the first GB-scale app).
     #[arg(long, value_delimiter = ',')]
@@ -430,7 +430,7 @@ mod tests {
             ..BenchArgs::default()
         })
         .is_err());
-        assert_eq!(o.scenarios, vec![Scenario::High]);
+        assert_eq!(o.scenarios, vec![Scenario::Idle, Scenario::High]);
         let q = options(&BenchArgs {
             quick: true,
             ..BenchArgs::default()

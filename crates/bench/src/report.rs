@@ -193,6 +193,9 @@ pub fn build(
                     "free_bytes_median": median_u64(at.iter().map(|a| a.free_bytes).collect()),
                     "own_file_refault_pages_median": median_u64(at.iter().map(|a| a.own_file_refault_pages).collect()),
                     "read_bytes_median": median_u64(at.iter().map(|a| a.read_bytes).collect()),
+                    "stolen_anon_pages_median": median_u64(at.iter().map(|a| a.kernel.pgsteal_anon).collect()),
+                    "stolen_file_pages_median": median_u64(at.iter().map(|a| a.kernel.pgsteal_file).collect()),
+                    "cpu_throttled_ms_median": median_u64(at.iter().map(|a| a.cpu_throttled_ms.round() as u64).collect()),
                     "per_rep": at,
                 }),
             );

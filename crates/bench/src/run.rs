@@ -19,7 +19,7 @@ use crate::spec::{AppBody, AppClass, AppSpec, Ready};
 use crate::synth::{self, Layout};
 use anyhow::{Context, Result};
 use appflow_core::report::LaunchKind;
-use appflow_linux::readers::{MemCgStat, MemCgroup};
+use appflow_linux::readers::{read_cpu_stat, MemCgStat, MemCgroup};
 pub use appflow_sim::trace::{EventKind, TraceEvent};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -247,6 +247,36 @@ pub struct AtLaunch {
     pub own_file_refault_pages: u64,
     /// Bytes the flash device served during the launch.
     pub read_bytes: u64,
+    /// What the kernel did during the launch (reclaim scans and steals by
+    /// type, swap, limit hits, faults): where a loaded launch's time goes.
+    pub kernel: counters::Delta,
+    /// Time the target's leaf waited for CPU quota during the launch (its
+    /// cpu.stat throttled time): how far its phone core bounded it.
+    pub cpu_throttled_ms: f64,
+}
+
+/// The raw values around a target launch whose deltas make an [`AtLaunch`].
+struct Probe {
+    free_bytes: u64,
+    own_file_refault_pages: u64,
+    counters: counters::Sample,
+    throttled_ns: u64,
+}
+
+impl Probe {
+    /// The launch between `self` (just before) and `after`.
+    fn until(&self, after: &Probe) -> AtLaunch {
+        let kernel = counters::delta(&self.counters, &after.counters);
+        AtLaunch {
+            free_bytes: self.free_bytes,
+            own_file_refault_pages: after
+                .own_file_refault_pages
+                .saturating_sub(self.own_file_refault_pages),
+            read_bytes: kernel.read_bytes,
+            kernel,
+            cpu_throttled_ms: after.throttled_ns.saturating_sub(self.throttled_ns) as f64 / 1e6,
+        }
+    }
 }
 
 /// One timeline point (sampled every 50 ms during a target launch).
@@ -522,23 +552,25 @@ impl<'a> Session<'a> {
         })
     }
 
-    /// The domain's free memory, the `app` leaf's file re-faults and the
-    /// device's bytes now (deltas make [`AtLaunch`]).
-    fn launch_probe(&self, app: &str) -> Result<AtLaunch> {
+    /// The domain's free memory and kernel counters, the `app` leaf's file
+    /// re-faults and CPU throttling now (deltas make [`AtLaunch`]).
+    fn launch_probe(&self, app: &str) -> Result<Probe> {
         let a = self.bed.app(app)?;
         let usage = MemCgroup::open(&self.bed.domain.roots.mem_root())
             .and_then(|c| c.usage_bytes())
             .unwrap_or(0);
-        let leaf = memcg_stat(&a.leaf.mem);
-        Ok(AtLaunch {
+        Ok(Probe {
             free_bytes: self
                 .bed
                 .domain
                 .device
                 .app_memory_bytes
                 .saturating_sub(usage),
-            own_file_refault_pages: leaf.refault_file,
-            read_bytes: self.bed.domain.flash_stats().bytes(),
+            own_file_refault_pages: memcg_stat(&a.leaf.mem).refault_file,
+            counters: self.bed.sample(),
+            throttled_ns: read_cpu_stat(&a.leaf.cpu)
+                .map(|c| c.throttled_ns)
+                .unwrap_or(0),
         })
     }
 
@@ -864,14 +896,7 @@ pub fn run_target(
         let before = s.launch_probe(target)?;
         let mut tl = Vec::new();
         m.launches.push(s.launch(target, Some(&mut tl))?);
-        let after = s.launch_probe(target)?;
-        m.at_launch = Some(AtLaunch {
-            free_bytes: before.free_bytes,
-            own_file_refault_pages: after
-                .own_file_refault_pages
-                .saturating_sub(before.own_file_refault_pages),
-            read_bytes: after.read_bytes.saturating_sub(before.read_bytes),
-        });
+        m.at_launch = Some(before.until(&s.launch_probe(target)?));
         m.timeline = tl;
         // Background apps (the load) still alive after the target launched.
         m.survivors = s.alive_background();

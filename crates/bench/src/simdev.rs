@@ -56,6 +56,74 @@ pub struct Measured {
     /// The calibrated phone core (`extra.testbed.cpu_budget.cores`), host
     /// cores, if the run has one.
     pub cpu_budget_cores: Option<f64>,
+    /// Stock's launch of the first target, idle and loaded, if the run has
+    /// both (the loaded launch's reclaim cost, [`lru_anon_cost`]).
+    pub stock_launch: Option<StockLaunch>,
+}
+
+/// Stock's cold launch of one target without and with the background load.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StockLaunch {
+    /// Median launch under `idle`, ms.
+    pub idle_ms: f64,
+    /// Median launch under `high`, ms.
+    pub high_ms: f64,
+    /// Anonymous pages reclaimed during the loaded launch (median).
+    pub stolen_anon_pages: u64,
+    /// File pages reclaimed during the loaded launch (median).
+    pub stolen_file_pages: u64,
+}
+
+/// Stock's launch of `target` in the run's measurements, when it has
+/// ready launches of it under both `idle` and `high`.
+pub fn stock_launch(ms: &[crate::run::Measurement], target: &str) -> Option<StockLaunch> {
+    let of = |sc: Scenario| -> Vec<&crate::run::Measurement> {
+        ms.iter()
+            .filter(|m| m.policy.is_stock() && m.scenario == sc && m.error.is_none())
+            .filter(|m| {
+                m.launches
+                    .first()
+                    .is_some_and(|l| l.app == target && l.ready)
+            })
+            .collect()
+    };
+    let median = |mut v: Vec<f64>| -> Option<f64> {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len().checked_sub(1)? / 2).copied()
+    };
+    let median_u = |mut v: Vec<u64>| -> Option<u64> {
+        v.sort_unstable();
+        v.get(v.len().checked_sub(1)? / 2).copied()
+    };
+    let (idle, high) = (of(Scenario::Idle), of(Scenario::High));
+    let at: Vec<_> = high.iter().filter_map(|m| m.at_launch).collect();
+    Some(StockLaunch {
+        idle_ms: median(idle.iter().map(|m| m.launches[0].ms).collect())?,
+        high_ms: median(high.iter().map(|m| m.launches[0].ms).collect())?,
+        stolen_anon_pages: median_u(at.iter().map(|a| a.kernel.pgsteal_anon).collect())?,
+        stolen_file_pages: median_u(at.iter().map(|a| a.kernel.pgsteal_file).collect())?,
+    })
+}
+
+/// Anonymous pages a loaded launch must have reclaimed for its reclaim
+/// cost to be derived from it (1 MiB).
+const MIN_STOLEN_ANON_PAGES: u64 = 256;
+
+/// The kernel's LRU reclaim cost per MiB of anonymous pages, as stock's
+/// loaded launch paid it: what the load added to the launch (high − idle)
+/// less its file pages at `file_ms` per MiB, over the anonymous MiB it
+/// reclaimed. At least `anon_ms` (a targeted page-out's cost: the LRU path
+/// does that work and more: it also scans, ages the active list and walks
+/// every cgroup of the domain). None when the launch reclaimed too little
+/// anonymous memory to say.
+pub fn lru_anon_cost(s: &StockLaunch, anon_ms: f64, file_ms: f64) -> Option<f64> {
+    if s.stolen_anon_pages < MIN_STOLEN_ANON_PAGES {
+        return None;
+    }
+    let page_mib = appflow_core::PAGE_BYTES as f64 / MIB as f64;
+    let added = s.high_ms - s.idle_ms - s.stolen_file_pages as f64 * page_mib * file_ms;
+    let cost = added / (s.stolen_anon_pages as f64 * page_mib);
+    cost.is_finite().then(|| round_to(cost.max(anon_ms), 4))
 }
 
 impl Measured {
@@ -117,6 +185,7 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
          # cpu_ms x (budget / the preset's budget) of thread CPU time on the domain's calibrated budget,\n\
          # so cpu_scale is 1 / the preset's budget in cores.\n\
          # Reclaim costs: {}; file pages cost a fifth (the AppFlow paper §4.3).\n\
+         # lru_anon_ms_per_mib: {}.\n\
          # The storage curve is the flash device's as the domain measured it (one reader; the model's\n\
          # latency + size / bandwidth when the run has not measured yet); resume_ms is a tenth of the launch CPU\n\
          # (a switch re-touches the working set). The workload lists are what the testbed launches\n\
@@ -140,6 +209,25 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
                 r / 1e6
             ),
             None => "this host's zram cost (x86, lzo-rle) divided by the CPU budget (the run measured no reclaim)".into(),
+        },
+        match measured.stock_launch {
+            Some(s) => {
+                let (anon, file) = reclaim_costs(o, measured);
+                match lru_anon_cost(&s, anon, file) {
+                    Some(c) => format!(
+                        "the kernel's LRU reclaim of anonymous pages as stock's loaded launch paid for it:\n\
+                         #   (high {:.0} ms - idle {:.0} ms - {:.0} MiB of file pages x {file}) / {:.0} MiB of anonymous pages = {c} ms/MiB\n\
+                         #   (median launch of the first target; pages reclaimed during it). anon_zram_ms_per_mib stays the\n\
+                         #   targeted page-out's cost (the daemon's process_madvise), which does not scan",
+                        s.high_ms,
+                        s.idle_ms,
+                        mib(s.stolen_file_pages * appflow_core::PAGE_BYTES),
+                        mib(s.stolen_anon_pages * appflow_core::PAGE_BYTES),
+                    ),
+                    None => "not set: stock's loaded launch reclaimed under 1 MiB of anonymous pages".into(),
+                }
+            }
+            None => "not set: the run has no stock launch of the first target under both idle and high".into(),
         },
         match measured.stock_file_reclaim_share {
             Some(s) => format!(
@@ -172,6 +260,9 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
 
 fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
     let (anon_ms_per_mib, file_ms_per_mib) = reclaim_costs(o, measured);
+    let lru_anon_ms_per_mib = measured
+        .stock_launch
+        .and_then(|s| lru_anon_cost(&s, anon_ms_per_mib, file_ms_per_mib));
     let d = &o.device;
     let p = &d.preset;
     DeviceSection {
@@ -208,6 +299,7 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
         wmark_high_mib: Some(0.0),
         direct_reclaim_threads: Some(1.0),
         anon_zram_ms_per_mib: Some(anon_ms_per_mib),
+        lru_anon_ms_per_mib,
         file_drop_ms_per_mib: Some(file_ms_per_mib),
         readahead_kib: Some(p.read_ahead_kib),
         // Page cache first, unless this run's stock sessions freed mostly
@@ -461,9 +553,14 @@ mod tests {
             stock_file_reclaim_share: Some(0.83),
             anon_reclaim_bytes_per_sec: Some(500.0 * MIB as f64),
             cpu_budget_cores: Some(0.3),
+            stock_launch: None,
         };
         let text = sim_device_toml(&o, &m).unwrap();
         assert!(text.contains("zram_ratio = 2.5"), "{text}");
+        assert!(
+            text.contains("lru_anon_ms_per_mib: not set: the run has no stock launch"),
+            "{text}"
+        );
         assert!(text.contains("freed 83 % file pages"), "{text}");
         assert!(text.contains("reclaim_cache_first = true"), "{text}");
         assert!(text.contains("  512 KiB  777.2 MiB/s"), "{text}");
@@ -501,5 +598,90 @@ mod tests {
                 .device
                 .reclaim_cache_first
         );
+        // Stock's loaded launch: (2936 − 961 − 411 MiB × 0.4) / 92 MiB.
+        let s = StockLaunch {
+            idle_ms: 961.0,
+            high_ms: 2936.0,
+            stolen_anon_pages: 92 * 256,
+            stolen_file_pages: 411 * 256,
+        };
+        let m = Measured {
+            stock_launch: Some(s),
+            ..m
+        };
+        let text = sim_device_toml(&o, &m).unwrap();
+        let f = appflow_sim::devfile::parse(&text, "e").unwrap();
+        let d = appflow_sim::devfile::device(&f, "e").unwrap().device;
+        let want = (2936.0 - 961.0 - 411.0 * 0.4) / 92.0;
+        assert!(
+            (d.lru_anon_ms_per_mib.unwrap() - want).abs() < 1e-3,
+            "{text}"
+        );
+        assert_eq!(d.anon_zram_ms_per_mib, 2.0);
+        assert!(
+            text.contains("high 2936 ms - idle 961 ms - 411 MiB"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn lru_cost_needs_anonymous_reclaim_and_is_never_below_page_out() {
+        let s = StockLaunch {
+            idle_ms: 900.0,
+            high_ms: 1000.0,
+            stolen_anon_pages: 100 * 256,
+            stolen_file_pages: 0,
+        };
+        // 100 ms over 100 MiB is 1 ms/MiB, below the page-out's 5.
+        assert_eq!(lru_anon_cost(&s, 5.0, 1.0), Some(5.0));
+        assert_eq!(lru_anon_cost(&s, 0.5, 1.0), Some(1.0));
+        let little = StockLaunch {
+            stolen_anon_pages: MIN_STOLEN_ANON_PAGES - 1,
+            ..s
+        };
+        assert_eq!(lru_anon_cost(&little, 0.5, 1.0), None);
+    }
+
+    #[test]
+    fn stock_launch_takes_the_first_targets_idle_and_high_medians() {
+        use crate::policy::Policy;
+        use crate::run::{measurement, AtLaunch, LaunchRecord};
+        use appflow_core::report::LaunchKind;
+        let rec = |app: &str, ms: f64| LaunchRecord {
+            app: app.into(),
+            ms,
+            kind: LaunchKind::Cold,
+            after_kill: false,
+            oracle: false,
+            ready: true,
+            timed_out: false,
+            died: None,
+        };
+        let stock = Policy::named("stock");
+        let mut ms = Vec::new();
+        for (sc, app, t, anon) in [
+            (Scenario::Idle, "llm", 950.0, 0),
+            (Scenario::Idle, "llm", 970.0, 0),
+            (Scenario::High, "llm", 3000.0, 300),
+            (Scenario::High, "llm", 2900.0, 500),
+            (Scenario::High, "llm", 3100.0, 400),
+            (Scenario::High, "video", 9000.0, 9000),
+        ] {
+            let mut m = measurement(stock, sc, 0);
+            m.launches.push(rec(app, t));
+            let mut at = AtLaunch::default();
+            at.kernel.pgsteal_anon = anon;
+            m.at_launch = (sc == Scenario::High).then_some(at);
+            ms.push(m);
+        }
+        let mut other = measurement(Policy::named("appflow"), Scenario::High, 0);
+        other.launches.push(rec("llm", 1.0));
+        ms.push(other);
+        let s = stock_launch(&ms, "llm").unwrap();
+        assert_eq!(
+            (s.idle_ms, s.high_ms, s.stolen_anon_pages),
+            (950.0, 3000.0, 400)
+        );
+        assert!(stock_launch(&ms[2..], "llm").is_none(), "no idle launch");
     }
 }

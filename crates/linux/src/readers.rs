@@ -14,11 +14,13 @@
 //! Samples are raw counters as the kernel reports them; rates are derived by
 //! the caller from two samples and the elapsed time.
 
+mod cpu;
 pub mod demand;
 mod memcg;
 pub mod pagemap;
 mod swap;
 
+pub use cpu::{parse_cpu_stat, read_cpu_stat, CpuStat};
 pub use memcg::{
     cgroup_available_bytes, parse_memcg_stat_v1, parse_memcg_stat_v2, CgroupVersion, MemCgStat,
     MemCgroup,

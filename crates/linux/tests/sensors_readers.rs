@@ -592,3 +592,16 @@ fn swap_texts_that_do_not_parse_are_errors_naming_the_field() {
         vec![]
     );
 }
+
+/// A v1 leaf with a 6 ms quota per 20 ms period that ran a busy loop for
+/// 0.5 s on 6.18: throttled in 25 of its 27 periods.
+#[test]
+fn cpu_v1_stat_of_a_throttled_leaf() {
+    let s = appflow_linux::readers::read_cpu_stat(&fx("cpu_v1")).unwrap();
+    assert_eq!(
+        (s.nr_periods, s.nr_throttled, s.throttled_ns),
+        (27, 25, 279_592_283)
+    );
+    let e = appflow_linux::readers::read_cpu_stat(&fx("no-such-cgroup")).unwrap_err();
+    assert!(e.to_string().contains("cpu.stat"), "{e}");
+}

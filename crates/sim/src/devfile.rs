@@ -24,6 +24,7 @@
 //! cpu_scale = 1.0               # multiplier on the apps' CPU times
 //! file_drop_ms_per_mib = 2.5    # reclaim cost of clean file pages
 //! anon_zram_ms_per_mib = 12.5   # reclaim cost of compressing anon into zram
+//! lru_anon_ms_per_mib = 20.0    # the kernel's LRU reclaim's anon cost, if it differs (default: the above)
 //! zram_decomp_ms_per_mib = 1.0  # fault cost of decompressing
 //! wmark_min_mib = 0             # watermarks (kswapd wakes below low, stops at high;
 //! wmark_low_mib = 0             #  an allocation below min reclaims directly);
@@ -114,6 +115,9 @@ pub struct DeviceSection {
     pub file_drop_ms_per_mib: Option<f64>,
     /// Reclaim cost of compressing anonymous pages, ms per MiB.
     pub anon_zram_ms_per_mib: Option<f64>,
+    /// The kernel's LRU reclaim's cost per MiB of anonymous pages, when it
+    /// differs from `anon_zram_ms_per_mib`.
+    pub lru_anon_ms_per_mib: Option<f64>,
     /// Fault cost of decompressing from zram, ms per MiB.
     pub zram_decomp_ms_per_mib: Option<f64>,
     /// Min watermark, MiB of free memory.
@@ -443,6 +447,10 @@ pub fn device(f: &DeviceFile, file: &str) -> Result<LoadedDevice, InputError> {
             s.anon_zram_ms_per_mib,
             base.anon_zram_ms_per_mib,
         )?,
+        lru_anon_ms_per_mib: match s.lru_anon_ms_per_mib {
+            None => base.lru_anon_ms_per_mib,
+            Some(x) => Some(size(file, "device.lru_anon_ms_per_mib", x, false)?),
+        },
         zram_decomp_ms_per_mib: nonneg(
             "device.zram_decomp_ms_per_mib",
             s.zram_decomp_ms_per_mib,

@@ -38,8 +38,16 @@ pub struct Device {
     pub cpu_scale: f64,
     /// CPU cost of dropping clean file pages, ms per MiB.
     pub file_drop_ms_per_mib: f64,
-    /// CPU cost of compressing anonymous pages into zram, ms per MiB.
+    /// CPU cost of compressing anonymous pages into zram, ms per MiB: a
+    /// targeted page-out's (process_madvise MADV_PAGEOUT), and the kernel's
+    /// LRU reclaim's unless [`Device::lru_anon_ms_per_mib`] says otherwise.
     pub anon_zram_ms_per_mib: f64,
+    /// CPU cost of the kernel's LRU reclaim (direct reclaim and kswapd) per
+    /// MiB of anonymous pages it pages out, when it differs from a targeted
+    /// page-out's: the LRU path also scans, ages the active list and walks
+    /// every cgroup of the domain. The testbed measures it on stock's loaded
+    /// launch (docs/simdev.md). None: [`Device::anon_zram_ms_per_mib`].
+    pub lru_anon_ms_per_mib: Option<f64>,
     /// CPU cost of decompressing from zram on a fault, ms per MiB.
     pub zram_decomp_ms_per_mib: f64,
     /// Zone watermarks (min, low, high), bytes of free memory.
@@ -135,6 +143,8 @@ fn phone(name: &'static str, description: &'static str, dram_gib: u64, cpu: f64)
         // an even mix gives 133 MB/s (< 150 MB/s).
         file_drop_ms_per_mib: 2.5,
         anon_zram_ms_per_mib: 12.5,
+        // One cost for both paths on the phone presets (the papers give one).
+        lru_anon_ms_per_mib: None,
         // LZ4 decompression ~1 GB/s on a big core (assumption).
         zram_decomp_ms_per_mib: 1.0,
         // The PMR paper §3.2: watermark_high default 39,340 pages (~154 MB);

@@ -274,9 +274,23 @@ impl Sim<'_> {
         got
     }
 
+    /// The kernel's LRU reclaim's CPU cost per anonymous page.
+    pub(crate) fn lru_anon_ms_per_page(&self) -> f64 {
+        self.dev
+            .lru_anon_ms_per_mib
+            .unwrap_or(self.dev.anon_zram_ms_per_mib)
+            / 256.0
+    }
+
     /// Swaps out up to `n` anonymous pages of background apps (oldest
-    /// first), or of `only` when given. Returns (pages, cpu ms, flash ms).
-    pub(crate) fn evict_anon(&mut self, n: u64, only: Option<usize>) -> (u64, f64, f64) {
+    /// first), or of `only` when given, at `ms_per_page` of CPU per page
+    /// compressed. Returns (pages, cpu ms, flash ms).
+    pub(crate) fn evict_anon(
+        &mut self,
+        n: u64,
+        only: Option<usize>,
+        ms_per_page: f64,
+    ) -> (u64, f64, f64) {
         let mut got = 0;
         let (mut cpu, mut flash) = (0.0, 0.0);
         let order: Vec<usize> = match only {
@@ -314,7 +328,7 @@ impl Sim<'_> {
                 if let Some(c) = class {
                     self.ariadne_stored(a, c, z);
                 }
-                cpu += z as f64 * self.dev.anon_zram_ms_per_mib / 256.0;
+                cpu += z as f64 * ms_per_page;
                 flash += f as f64 * PAGE_BYTES as f64 / self.swap_write_rate() * 1000.0;
                 got += t;
             }
@@ -330,6 +344,7 @@ impl Sim<'_> {
         let mut freed = 0u64;
         let mut used = 0.0;
         let file_ms = self.dev.file_drop_ms_per_mib / 256.0;
+        let anon_ms = self.lru_anon_ms_per_page();
         // Work in rounds so the anon/file mix follows the list sizes.
         let mut rounds = 0;
         while freed < want && used < budget_ms && rounds < 64 {
@@ -362,8 +377,7 @@ impl Sim<'_> {
                 1.0
             };
             let net_per_scan = anon_frac * zr + (1.0 - anon_frac);
-            let ms_per_scan =
-                anon_frac * self.dev.anon_zram_ms_per_mib / 256.0 + (1.0 - anon_frac) * file_ms;
+            let ms_per_scan = anon_frac * anon_ms + (1.0 - anon_frac) * file_ms;
             let need = (want - freed) as f64 / net_per_scan.max(1e-9);
             let afford = (budget_ms - used) / ms_per_scan.max(1e-9);
             let scan = need.min(afford).ceil().max(RECLAIM_BATCH_PAGES as f64) as u64;
@@ -377,7 +391,7 @@ impl Sim<'_> {
             let f_ms = f_got as f64 * file_ms;
             let pool_before = self.zram_pool();
             let (a_got, cpu, flash) = if a_want > 0 {
-                self.evict_anon(a_want, None)
+                self.evict_anon(a_want, None, anon_ms)
             } else {
                 (0, 0.0, 0.0)
             };

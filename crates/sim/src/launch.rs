@@ -56,6 +56,22 @@ struct Launch {
     app: usize,
     phases: Vec<Phase>,
     pos: usize,
+    /// Time owed by work a step started but could not hold, ms (see [`spend`]).
+    owed_ms: f64,
+}
+
+/// Spends `ms` of a step's time `t`. What the step cannot hold is owed to
+/// the next steps: a read sized to the step takes its time even when direct
+/// reclaim for its pages used part of the step, because on a launch thread
+/// the kernel reclaims first and then reads (both synchronous in the
+/// allocating task's context), so neither hides under the other.
+fn spend(t: &mut f64, owed_ms: &mut f64, ms: f64) {
+    if ms > *t {
+        *owed_ms += ms - *t;
+        *t = 0.0;
+    } else {
+        *t -= ms;
+    }
 }
 
 /// The pages of a read phase: a share `frac` of `pages`, rounded up. The
@@ -219,6 +235,7 @@ impl Sim<'_> {
             app: a,
             phases: self.phases(a, kind),
             pos: 0,
+            owed_ms: 0.0,
         };
         let limit = start + LAUNCH_LIMIT_US;
         loop {
@@ -310,6 +327,9 @@ impl Sim<'_> {
         // 2. The app (less of the step while the scheduler's page-out
         //    shares its cores, see `app_time_beside_daemon`).
         let mut t = self.app_time_beside_daemon(dt);
+        let paid = l.owed_ms.min(t);
+        t -= paid;
+        l.owed_ms -= paid;
         let mut done_at = None;
         while t > 1e-9 {
             let Some(ph) = l.phases.get(l.pos).copied() else {
@@ -385,7 +405,7 @@ impl Sim<'_> {
                     s.window.demand_anon += got;
                     self.anon_total += got;
                     self.counters.refault_anon_pages += got;
-                    t -= (got as f64 * ms_per_page).min(t);
+                    spend(&mut t, &mut l.owed_ms, got as f64 * ms_per_page);
                     let hot_got = if from_zram && class == HOT { got } else { 0 };
                     l.phases[l.pos] = Phase::SwapIn {
                         zram: if from_zram { zram - got } else { zram },
@@ -424,7 +444,7 @@ impl Sim<'_> {
                         self.st[a].window.demand_file += got;
                         left[b] -= got;
                         self.counters.app_read_pages += got;
-                        t -= (got as f64 / rate).min(t);
+                        spend(&mut t, &mut l.owed_ms, got as f64 / rate);
                         cap_used += got as f64;
                         progressed = true;
                     }

@@ -495,7 +495,7 @@ impl ReclaimMechanism for Sim<'_> {
         let per_page = self.dev.anon_zram_ms_per_mib / 256.0;
         let afford = (self.rebalance_budget_ms / per_page).max(0.0) as u64;
         let n = (max_bytes / PAGE_BYTES).min(afford);
-        let (got, cpu, flash) = self.evict_anon(n, Some(a));
+        let (got, cpu, flash) = self.evict_anon(n, Some(a), per_page);
         self.rebalance_budget_ms -= cpu + flash;
         if self.dev.cpu_budget_cores.is_some() {
             // The daemon compresses in its own context, on the domain's cores.

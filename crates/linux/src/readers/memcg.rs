@@ -105,7 +105,7 @@ pub fn cgroup_available_bytes(limit_bytes: u64, usage_bytes: u64, st: &MemCgStat
         .saturating_add(st.reclaimable_file_bytes().min(usage_bytes))
 }
 
-fn kv_map(file: &str, text: &str) -> Result<BTreeMap<String, u64>, ReadError> {
+pub(super) fn kv_map(file: &str, text: &str) -> Result<BTreeMap<String, u64>, ReadError> {
     let mut m = BTreeMap::new();
     for line in text.lines() {
         let line = line.trim();
