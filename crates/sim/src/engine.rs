@@ -46,6 +46,8 @@ pub use crate::launch::{LaunchKind, STEP_US};
 
 /// Longest idle step, µs.
 pub const IDLE_STEP_US: u64 = 10_000_000;
+/// Idle steps per growth span while an app grows ([`Sim::idle_step_us`]).
+const GROWTH_STEPS: u64 = 20;
 /// Background footprints grow 30-50 % over baseline (the AppFlow paper §4.3) over this long (assumption).
 pub const GROWTH_US: u64 = 30 * 60 * 1_000_000;
 
@@ -707,7 +709,7 @@ impl<'a> Sim<'a> {
             let step = if busy {
                 (self.cfg.reclaim.tick_ms * 1000).min(end - self.now_us)
             } else {
-                IDLE_STEP_US.min(end - self.now_us)
+                self.idle_step_us().min(end - self.now_us)
             };
             self.now_us += step;
             let growing = self.grow();
@@ -735,6 +737,30 @@ impl<'a> Sim<'a> {
             }
         }
         self.roll_psi();
+    }
+
+    /// An idle step while nothing is busy: [`IDLE_STEP_US`], or finer while
+    /// an app grows, a [`GROWTH_STEPS`]th of its growth span (at least a
+    /// scheduler tick). The daemon ticks every tick whatever the phone
+    /// does; a step longer than the growth would hand its scheduler the
+    /// growth as one slow average and too few ticks to see memory fall
+    /// below its thresholds (the AppFlow paper Algorithm 1 counts calm
+    /// ticks before it rebalances ahead of a burst).
+    fn idle_step_us(&self) -> u64 {
+        let tick = self.cfg.reclaim.tick_ms * 1000;
+        (0..self.st.len())
+            .filter(|&a| {
+                let s = &self.st[a];
+                s.alive && s.grow_target > 0 && s.grown < s.grow_target
+            })
+            .map(|a| {
+                let span = self.models[a]
+                    .spec
+                    .growth_ms
+                    .map_or(GROWTH_US, |ms| ms * 1000);
+                (span / GROWTH_STEPS).max(tick)
+            })
+            .fold(IDLE_STEP_US, u64::min)
     }
 
     /// Background (and foreground) footprint growth. Returns whether any app still grows.
