@@ -233,6 +233,7 @@ fn testbed_info(o: &BenchOptions, image_bytes: u64, p: &Prepared) -> TestbedInfo
         },
         concurrent_read_bytes_per_sec: p.concurrent.clone(),
         reclaim_calibration: p.reclaim,
+        anon_alloc_bytes_per_sec: p.anon_alloc_bytes_per_sec,
         cpu_budget: report::CpuBudget {
             cores: p.cpu_budget.cores,
             quota_us: live::cpu_quota_us(p.cpu_budget.cores),
@@ -344,6 +345,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 .targets
                 .first()
                 .and_then(|t| simdev::stock_launch(&out.measurements, t)),
+            anon_alloc_bytes_per_sec: testbed_field(&out.reports, &["anon_alloc_bytes_per_sec"])
+                .and_then(serde_json::Value::as_f64),
         };
         write_text(p, &simdev::sim_device_toml(&o, &measured)?)?;
         eprintln!(

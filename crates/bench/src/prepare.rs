@@ -37,6 +37,11 @@ const CONCURRENT_READ: (u64, u64) = (1 << 20, 384 << 20);
 /// first `.0` are allocated only as fast as the kernel pages anonymous
 /// memory out to zram (within the domain's CPU budget).
 const RECLAIM_TEST: (u64, u64) = (16 << 20, 96 << 20);
+/// The allocation test with no limit: the same 96 MiB, nothing reclaimed.
+const ALLOC_TEST_BYTES: u64 = RECLAIM_TEST.1;
+/// Runs of the allocation test (its first run on a fresh leaf measured up
+/// to a third slower than the next ones here; the median is kept).
+const ALLOC_TEST_RUNS: usize = 3;
 
 /// The domain's anonymous reclaim throughput and the reclaimer's N_alloc
 /// derived from it.
@@ -110,6 +115,11 @@ pub struct Prepared {
     /// Anonymous reclaim measured in the domain on its CPU budget (None if
     /// it failed).
     pub reclaim: Option<ReclaimCalibration>,
+    /// The apps' anonymous allocation on the phone core with no reclaim
+    /// ([`ALLOC_TEST_BYTES`] in a leaf with no limit, median of
+    /// [`ALLOC_TEST_RUNS`]), bytes/s: what faulting in and filling a launch's
+    /// heap costs the app's core.
+    pub anon_alloc_bytes_per_sec: Option<f64>,
     /// The phone core each leaf runs on, calibrated against the device's
     /// reclaim.
     pub cpu_budget: CpuCalibration,
@@ -194,6 +204,13 @@ pub fn prepare(
             cpu_budget.cores
         )),
     }
+    let anon_alloc_bytes_per_sec = calibrate_alloc(o, &calib_leaf, &log_dir);
+    if let Some(r) = anon_alloc_bytes_per_sec {
+        progress.say(&format!(
+            "anonymous allocation with no reclaim (the apps' heaps): {:.1} MB/s on the phone core",
+            r / 1e6
+        ));
+    }
     let (calibration, concurrent) = calibrate(
         o,
         &apps,
@@ -228,6 +245,7 @@ pub fn prepare(
         calibration,
         concurrent,
         reclaim,
+        anon_alloc_bytes_per_sec,
         cpu_budget,
         profiles,
     })
@@ -389,17 +407,38 @@ fn calibrate_reclaim(o: &BenchOptions, leaf: &Leaf, log_dir: &Path) -> Result<f6
     let limit_file = leaf.mem.join("memory.limit_in_bytes");
     std::fs::write(&limit_file, limit.to_string())
         .with_context(|| format!("writing {}", limit_file.display()))?;
+    let log = log_dir.join(format!("reclaim-calibration-{}.log", leaf.name));
+    let r = alloc_test(o, leaf, bytes, &log, "reclaim calibration");
+    let _ = std::fs::write(&limit_file, "-1");
+    r
+}
+
+/// The apps' anonymous allocation with nothing to reclaim: the median of
+/// [`ALLOC_TEST_RUNS`] runs of [`ALLOC_TEST_BYTES`] in `leaf` (no limit).
+/// None when a run failed (the emitted simulator device then charges no
+/// allocation cost).
+fn calibrate_alloc(o: &BenchOptions, leaf: &Leaf, log_dir: &Path) -> Option<f64> {
+    let mut runs = Vec::with_capacity(ALLOC_TEST_RUNS);
+    for i in 0..ALLOC_TEST_RUNS {
+        check_interrupted().ok()?;
+        let log = log_dir.join(format!("alloc-calibration-{}-{i}.log", leaf.name));
+        runs.push(alloc_test(o, leaf, ALLOC_TEST_BYTES, &log, "allocation calibration").ok()?);
+    }
+    runs.sort_by(f64::total_cmp);
+    Some(runs[runs.len() / 2])
+}
+
+/// Runs `bench-app --alloc-test bytes` in `leaf`; returns bytes/s (an
+/// error naming `what` when it failed).
+fn alloc_test(o: &BenchOptions, leaf: &Leaf, bytes: u64, log: &Path, what: &str) -> Result<f64> {
     let argv = vec![
         o.binary.to_string_lossy().to_string(),
         "bench-app".into(),
         "--alloc-test".into(),
         bytes.to_string(),
     ];
-    let log = log_dir.join(format!("reclaim-calibration-{}.log", leaf.name));
-    let r = crate::launch::spawn("calibration", &argv, leaf, 0, &log)
-        .and_then(|(proc, t0)| result_line(proc, t0, &log, "reclaim calibration"));
-    let _ = std::fs::write(&limit_file, "-1");
-    r
+    crate::launch::spawn("calibration", &argv, leaf, 0, log)
+        .and_then(|(proc, t0)| result_line(proc, t0, log, what))
 }
 
 /// Waits for a calibration process's `bytes_per_sec N` line; returns N.

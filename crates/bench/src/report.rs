@@ -65,6 +65,9 @@ pub struct TestbedInfo {
     pub concurrent_read_bytes_per_sec: Option<crate::prepare::ConcurrentRead>,
     /// Anonymous reclaim measured in the domain, and the N_alloc derived from it.
     pub reclaim_calibration: Option<crate::prepare::ReclaimCalibration>,
+    /// The apps' anonymous allocation on the phone core with nothing to
+    /// reclaim, bytes/s (the cost of faulting in and filling a launch's heap).
+    pub anon_alloc_bytes_per_sec: Option<f64>,
     /// The domain's CPU budget.
     pub cpu_budget: CpuBudget,
     /// How the profiles were made (`recorded` or `from-spec`).

@@ -59,6 +59,9 @@ pub struct Measured {
     /// Stock's launch of the first target, idle and loaded, if the run has
     /// both (the loaded launch's reclaim cost, [`lru_anon_cost`]).
     pub stock_launch: Option<StockLaunch>,
+    /// The apps' anonymous allocation on the phone core with nothing to
+    /// reclaim (`extra.testbed.anon_alloc_bytes_per_sec`), bytes/s.
+    pub anon_alloc_bytes_per_sec: Option<f64>,
 }
 
 /// Stock's cold launch of one target without and with the background load.
@@ -186,6 +189,7 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
          # so cpu_scale is 1 / the preset's budget in cores.\n\
          # Reclaim costs: {}; file pages cost a fifth (the AppFlow paper §4.3).\n\
          # lru_anon_ms_per_mib: {}.\n\
+         # anon_fault_ms_per_mib: {}.\n\
          # The storage curve is the flash device's as the domain measured it (one reader; the model's\n\
          # latency + size / bandwidth when the run has not measured yet); resume_ms is a tenth of the launch CPU\n\
          # (a switch re-touches the working set). The workload lists are what the testbed launches\n\
@@ -228,6 +232,14 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
                 }
             }
             None => "not set: the run has no stock launch of the first target under both idle and high".into(),
+        },
+        match measured.anon_alloc_bytes_per_sec {
+            Some(r) => format!(
+                "a launch's new anonymous pages cost its core what the apps' allocation took in the domain\n\
+                 #   with nothing to reclaim ({:.0} MB/s, extra.testbed.anon_alloc_bytes_per_sec)",
+                r / 1e6
+            ),
+            None => "not set (0): the run did not measure the apps' allocation".into(),
         },
         match measured.stock_file_reclaim_share {
             Some(s) => format!(
@@ -300,6 +312,12 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
         direct_reclaim_threads: Some(1.0),
         anon_zram_ms_per_mib: Some(anon_ms_per_mib),
         lru_anon_ms_per_mib,
+        // A MiB of a launch's heap costs the app's core the time the
+        // domain's allocation test took for it.
+        anon_fault_ms_per_mib: measured
+            .anon_alloc_bytes_per_sec
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .map(|r| round_to(1000.0 * MIB as f64 / r, 4)),
         file_drop_ms_per_mib: Some(file_ms_per_mib),
         readahead_kib: Some(p.read_ahead_kib),
         // Page cache first, unless this run's stock sessions freed mostly
@@ -554,6 +572,7 @@ mod tests {
             anon_reclaim_bytes_per_sec: Some(500.0 * MIB as f64),
             cpu_budget_cores: Some(0.3),
             stock_launch: None,
+            anon_alloc_bytes_per_sec: Some(512.0 * MIB as f64),
         };
         let text = sim_device_toml(&o, &m).unwrap();
         assert!(text.contains("zram_ratio = 2.5"), "{text}");
@@ -561,6 +580,7 @@ mod tests {
             text.contains("lru_anon_ms_per_mib: not set: the run has no stock launch"),
             "{text}"
         );
+        assert!(text.contains("anon_fault_ms_per_mib = 1.9531"), "{text}");
         assert!(text.contains("freed 83 % file pages"), "{text}");
         assert!(text.contains("reclaim_cache_first = true"), "{text}");
         assert!(text.contains("  512 KiB  777.2 MiB/s"), "{text}");

@@ -25,6 +25,7 @@
 //! file_drop_ms_per_mib = 2.5    # reclaim cost of clean file pages
 //! anon_zram_ms_per_mib = 12.5   # reclaim cost of compressing anon into zram
 //! lru_anon_ms_per_mib = 20.0    # the kernel's LRU reclaim's anon cost, if it differs (default: the above)
+//! anon_fault_ms_per_mib = 2.0   # a launch's new anonymous pages (fault, zeroing, first write), on its core (default 0)
 //! zram_decomp_ms_per_mib = 1.0  # fault cost of decompressing
 //! wmark_min_mib = 0             # watermarks (kswapd wakes below low, stops at high;
 //! wmark_low_mib = 0             #  an allocation below min reclaims directly);
@@ -118,6 +119,8 @@ pub struct DeviceSection {
     /// The kernel's LRU reclaim's cost per MiB of anonymous pages, when it
     /// differs from `anon_zram_ms_per_mib`.
     pub lru_anon_ms_per_mib: Option<f64>,
+    /// CPU cost of a launch's new anonymous pages, ms per MiB.
+    pub anon_fault_ms_per_mib: Option<f64>,
     /// Fault cost of decompressing from zram, ms per MiB.
     pub zram_decomp_ms_per_mib: Option<f64>,
     /// Min watermark, MiB of free memory.
@@ -451,6 +454,11 @@ pub fn device(f: &DeviceFile, file: &str) -> Result<LoadedDevice, InputError> {
             None => base.lru_anon_ms_per_mib,
             Some(x) => Some(size(file, "device.lru_anon_ms_per_mib", x, false)?),
         },
+        anon_fault_ms_per_mib: nonneg(
+            "device.anon_fault_ms_per_mib",
+            s.anon_fault_ms_per_mib,
+            base.anon_fault_ms_per_mib,
+        )?,
         zram_decomp_ms_per_mib: nonneg(
             "device.zram_decomp_ms_per_mib",
             s.zram_decomp_ms_per_mib,
@@ -872,6 +880,11 @@ use_ms = 0
         assert!(e.contains("`device.storage.points`"), "{e}");
         let e = dev_err(&GOOD.replace("read_mib_per_sec = 400", "read_mib_per_sec = -1"));
         assert!(e.contains("`device.storage.read_mib_per_sec`"), "{e}");
+        for f in ["lru_anon_ms_per_mib", "anon_fault_ms_per_mib"] {
+            let e =
+                dev_err(&GOOD.replace("zram_ratio = 3.0", &format!("zram_ratio = 3.0\n{f} = -2")));
+            assert!(e.contains(&format!("`device.{f}`")), "{e}");
+        }
         let e = dev_err(
             "[[app]]\nname = \"x\"\nclass = \"gb\"\nanon_mib = 1\nfile_mib = 1\ncpu_init_ms = 1\n",
         );

@@ -48,6 +48,12 @@ pub struct Device {
     /// every cgroup of the domain. The testbed measures it on stock's loaded
     /// launch (docs/simdev.md). None: [`Device::anon_zram_ms_per_mib`].
     pub lru_anon_ms_per_mib: Option<f64>,
+    /// CPU cost of a launch's new anonymous pages (the fault, zeroing and
+    /// the app's first write), ms per MiB, on the app's own core. 0 on the
+    /// phone presets, whose launch CPU times (the AppFlow paper Table 1's
+    /// launches) already hold it; the testbed measures its apps'
+    /// (docs/simdev.md).
+    pub anon_fault_ms_per_mib: f64,
     /// CPU cost of decompressing from zram on a fault, ms per MiB.
     pub zram_decomp_ms_per_mib: f64,
     /// Zone watermarks (min, low, high), bytes of free memory.
@@ -145,6 +151,7 @@ fn phone(name: &'static str, description: &'static str, dram_gib: u64, cpu: f64)
         anon_zram_ms_per_mib: 12.5,
         // One cost for both paths on the phone presets (the papers give one).
         lru_anon_ms_per_mib: None,
+        anon_fault_ms_per_mib: 0.0,
         // LZ4 decompression ~1 GB/s on a big core (assumption).
         zram_decomp_ms_per_mib: 1.0,
         // The PMR paper §3.2: watermark_high default 39,340 pages (~154 MB);

@@ -351,6 +351,12 @@ impl Sim<'_> {
                     self.st[a].anon_res += got;
                     self.st[a].window.demand_anon += got;
                     self.anon_total += got;
+                    // Faulting in and filling each new page, on the app's core.
+                    spend(
+                        &mut t,
+                        &mut l.owed_ms,
+                        got as f64 * self.dev.anon_fault_ms_per_mib / 256.0,
+                    );
                     if got >= pages {
                         l.pos += 1;
                     } else {
