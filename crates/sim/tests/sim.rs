@@ -488,7 +488,11 @@ fn on_bench_device(cache_first: bool, cpu_budget: Option<f64>, policies: &str) -
     a.device_file = Some(p.clone());
     let r = simulate(&a, &catalogue());
     let _ = std::fs::remove_file(&p);
-    let r = r.unwrap();
+    p50s(&r.unwrap(), policies)
+}
+
+/// The p50 of each of `policies` (comma-separated) in `r`, in order.
+fn p50s(r: &appflow_core::report::RunReport, policies: &str) -> Vec<f64> {
     policies
         .split(',')
         .map(|name| {
@@ -547,16 +551,9 @@ fn the_scheduler_ticks_through_background_growth_on_a_testbed_device() {
     );
     let (cat, setup) = appflow_sim::cli::catalogue_of(&a).unwrap();
     let r = appflow_sim::cli::simulate_with(&a, &cat, &setup).unwrap();
-    let p50 = |name: &str| {
-        r.results
-            .iter()
-            .find(|p| p.policy == name)
-            .unwrap()
-            .summary
-            .cold_launch_ms
-            .p50
+    let [stock, appflow, amr] = p50s(&r, "android,appflow,appflow-amr")[..] else {
+        panic!("three policies asked, three rows expected");
     };
-    let (stock, appflow, amr) = (p50("android"), p50("appflow"), p50("appflow-amr"));
     assert!(appflow < 0.5 * stock, "appflow {appflow} vs stock {stock}");
     assert!(
         appflow <= 1.25 * amr,
