@@ -308,6 +308,11 @@ pub struct Sim<'a> {
     pub(crate) touch_paused: bool,
     next_pid: u32,
     pub(crate) name_idx: BTreeMap<String, usize>,
+    /// The app each live pid was given to (filled at a cold launch, emptied
+    /// at a kill or reset): the scheduler names processes by pid at every
+    /// page-out, many times a rebalancing tick. Lookups still check that
+    /// the app is alive with that pid.
+    pub(crate) pid_idx: BTreeMap<u32, usize>,
     /// Per app, the last standby set loaded and its cells: the scheduler
     /// reloads the same set after every launch, and mapping its spans to
     /// cells is the simulator's costliest step.
@@ -410,6 +415,7 @@ impl<'a> Sim<'a> {
             next_touch_us: 0,
             touch_paused: false,
             next_pid: 1000,
+            pid_idx: BTreeMap::new(),
             name_idx: models
                 .iter()
                 .enumerate()
@@ -676,6 +682,7 @@ impl<'a> Sim<'a> {
             let s = &mut self.st[a];
             s.alive = true;
             s.pid = pid;
+            self.pid_idx.insert(pid, a);
             s.start_ms = now_ms;
             s.killed = false;
             self.event(EventKind::Launch, a);
@@ -815,6 +822,7 @@ impl<'a> Sim<'a> {
         self.file_total = 0;
         self.held_total = 0;
         self.stream_apps.clear();
+        self.pid_idx.clear();
         self.zram_stored = 0;
         self.swap_used = 0;
         self.zram_cls = [0; 3];

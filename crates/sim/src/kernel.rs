@@ -234,7 +234,10 @@ impl Sim<'_> {
     /// Evicts up to `n` file pages in LRU order; returns pages evicted.
     pub(crate) fn evict_file(&mut self, n: u64) -> u64 {
         let mut got = 0;
-        let order: Vec<usize> = self.lru.clone();
+        // The walk neither reads nor changes the LRU through `self`: it is
+        // taken out for the walk and put back, rather than copied at every
+        // call.
+        let order = std::mem::take(&mut self.lru);
         let fg = self.fg;
         // 1. background apps, oldest first: their own pages and other cache.
         'passes: for pass in 0..4 {
@@ -269,6 +272,7 @@ impl Sim<'_> {
                 }
             }
         }
+        self.lru = order;
         self.file_total -= got;
         self.counters.evicted_file_pages += got;
         got
@@ -293,9 +297,15 @@ impl Sim<'_> {
     ) -> (u64, f64, f64) {
         let mut got = 0;
         let (mut cpu, mut flash) = (0.0, 0.0);
-        let order: Vec<usize> = match only {
-            Some(a) => vec![a],
-            None => self.lru.clone(),
+        // The walk neither reads nor changes the LRU through `self`: it is
+        // taken out for the walk and put back, rather than copied (or a
+        // one-app list allocated) at every call; the rebalancing page-out
+        // calls this for every background app, many times a tick.
+        let lru = std::mem::take(&mut self.lru);
+        let only_one = only.map(|a| [a]);
+        let order: &[usize] = match &only_one {
+            Some(one) => one,
+            None => &lru,
         };
         // Ariadne evicts by hotness class across apps (cold first); the
         // stock kernel takes each app's anonymous memory in LRU order.
@@ -305,7 +315,7 @@ impl Sim<'_> {
             &[None]
         };
         for &class in passes {
-            for &a in &order {
+            for &a in order {
                 if got >= n {
                     break;
                 }
@@ -333,6 +343,7 @@ impl Sim<'_> {
                 got += t;
             }
         }
+        self.lru = lru;
         self.anon_total -= got;
         self.counters.evicted_anon_pages += got;
         (got, cpu, flash)
@@ -621,6 +632,7 @@ impl Sim<'_> {
         s.anon_swap = 0;
         s.alive = false;
         s.killed = true;
+        self.pid_idx.remove(&s.pid);
         s.grow_target = 0;
         s.grown = 0;
         self.counters.kills += 1;
