@@ -528,9 +528,9 @@ impl<'a> Sim<'a> {
 
     /// The apps' processes as the scheduler sees them (one per app).
     fn procs(&self, out: &mut Vec<ProcInfo>) {
-        let adjs = self.oom_adjs();
-        out.truncate(adjs.len());
-        for (i, (a, adj)) in adjs.into_iter().enumerate() {
+        let mut n = 0;
+        for (i, (a, adj)) in self.oom_adjs().enumerate() {
+            n = i + 1;
             let s = &self.st[a];
             let name = &self.models[a].spec.name;
             let footprint =
@@ -547,16 +547,22 @@ impl<'a> Sim<'a> {
                 });
             }
             let p = &mut out[i];
+            // A slot that listed this process last time has its names
+            // already (the simulator never reuses a pid): only the numbers
+            // change, and most ticks list the processes of the last one.
+            if p.pid != s.pid || p.app.is_none() {
+                p.comm.clone_from(name);
+                match &mut p.app {
+                    Some(app) => app.clone_from(name),
+                    None => p.app = Some(name.clone()),
+                }
+            }
             p.pid = s.pid;
             p.start_time = s.start_ms;
-            p.comm.clone_from(name);
-            match &mut p.app {
-                Some(app) => app.clone_from(name),
-                None => p.app = Some(name.clone()),
-            }
             p.oom_score_adj = adj;
             p.footprint_bytes = Some(footprint);
         }
+        out.truncate(n);
     }
 
     /// Applies one record to the scheduler with this device as its mechanisms.

@@ -541,26 +541,25 @@ impl Sim<'_> {
     /// oom_score_adj of every alive app, most recently used first: the
     /// foreground (and launching) app 0, the previous app 700, other cached
     /// apps 900 + rank (Android's ProcessList values).
-    pub(crate) fn oom_adjs(&self) -> Vec<(usize, i32)> {
-        let mut out = Vec::new();
+    pub(crate) fn oom_adjs(&self) -> impl Iterator<Item = (usize, i32)> + '_ {
         let mut rank = 0;
-        for &a in self.lru.iter().rev() {
-            if !self.st[a].alive {
-                continue;
-            }
-            let fg = Some(a) == self.fg || Some(a) == self.launching;
-            let adj = if fg {
-                0
-            } else if rank == 0 {
-                rank += 1;
-                700
-            } else {
-                rank += 1;
-                900 + rank.min(99)
-            };
-            out.push((a, adj));
-        }
-        out
+        self.lru
+            .iter()
+            .rev()
+            .filter(|&&a| self.st[a].alive)
+            .map(move |&a| {
+                let fg = Some(a) == self.fg || Some(a) == self.launching;
+                let adj = if fg {
+                    0
+                } else if rank == 0 {
+                    rank += 1;
+                    700
+                } else {
+                    rank += 1;
+                    900 + rank.min(99)
+                };
+                (a, adj)
+            })
     }
 
     /// The platform's killer: lmkd when the policy leaves killing to it,
@@ -588,7 +587,6 @@ impl Sim<'_> {
         };
         let cands: Vec<(usize, Candidate)> = self
             .oom_adjs()
-            .into_iter()
             .map(|(a, adj)| {
                 let s = &self.st[a];
                 let fg = Some(a) == self.fg || Some(a) == self.launching;
