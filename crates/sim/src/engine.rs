@@ -308,6 +308,11 @@ pub struct Sim<'a> {
     pub(crate) touch_paused: bool,
     next_pid: u32,
     pub(crate) name_idx: BTreeMap<String, usize>,
+    /// The app each live pid was given to (filled at a cold launch, emptied
+    /// at a kill or reset): the scheduler names processes by pid at every
+    /// page-out, many times a rebalancing tick. Lookups still check that
+    /// the app is alive with that pid.
+    pub(crate) pid_idx: BTreeMap<u32, usize>,
     /// Per app, the last standby set loaded and its cells: the scheduler
     /// reloads the same set after every launch, and mapping its spans to
     /// cells is the simulator's costliest step.
@@ -410,6 +415,7 @@ impl<'a> Sim<'a> {
             next_touch_us: 0,
             touch_paused: false,
             next_pid: 1000,
+            pid_idx: BTreeMap::new(),
             name_idx: models
                 .iter()
                 .enumerate()
@@ -522,9 +528,9 @@ impl<'a> Sim<'a> {
 
     /// The apps' processes as the scheduler sees them (one per app).
     fn procs(&self, out: &mut Vec<ProcInfo>) {
-        let adjs = self.oom_adjs();
-        out.truncate(adjs.len());
-        for (i, (a, adj)) in adjs.into_iter().enumerate() {
+        let mut n = 0;
+        for (i, (a, adj)) in self.oom_adjs().enumerate() {
+            n = i + 1;
             let s = &self.st[a];
             let name = &self.models[a].spec.name;
             let footprint =
@@ -541,16 +547,22 @@ impl<'a> Sim<'a> {
                 });
             }
             let p = &mut out[i];
+            // A slot that listed this process last time has its names
+            // already (the simulator never reuses a pid): only the numbers
+            // change, and most ticks list the processes of the last one.
+            if p.pid != s.pid || p.app.is_none() {
+                p.comm.clone_from(name);
+                match &mut p.app {
+                    Some(app) => app.clone_from(name),
+                    None => p.app = Some(name.clone()),
+                }
+            }
             p.pid = s.pid;
             p.start_time = s.start_ms;
-            p.comm.clone_from(name);
-            match &mut p.app {
-                Some(app) => app.clone_from(name),
-                None => p.app = Some(name.clone()),
-            }
             p.oom_score_adj = adj;
             p.footprint_bytes = Some(footprint);
         }
+        out.truncate(n);
     }
 
     /// Applies one record to the scheduler with this device as its mechanisms.
@@ -676,6 +688,7 @@ impl<'a> Sim<'a> {
             let s = &mut self.st[a];
             s.alive = true;
             s.pid = pid;
+            self.pid_idx.insert(pid, a);
             s.start_ms = now_ms;
             s.killed = false;
             self.event(EventKind::Launch, a);
@@ -815,6 +828,7 @@ impl<'a> Sim<'a> {
         self.file_total = 0;
         self.held_total = 0;
         self.stream_apps.clear();
+        self.pid_idx.clear();
         self.zram_stored = 0;
         self.swap_used = 0;
         self.zram_cls = [0; 3];

@@ -234,7 +234,10 @@ impl Sim<'_> {
     /// Evicts up to `n` file pages in LRU order; returns pages evicted.
     pub(crate) fn evict_file(&mut self, n: u64) -> u64 {
         let mut got = 0;
-        let order: Vec<usize> = self.lru.clone();
+        // The walk neither reads nor changes the LRU through `self`: it is
+        // taken out for the walk and put back, rather than copied at every
+        // call.
+        let order = std::mem::take(&mut self.lru);
         let fg = self.fg;
         // 1. background apps, oldest first: their own pages and other cache.
         'passes: for pass in 0..4 {
@@ -269,6 +272,7 @@ impl Sim<'_> {
                 }
             }
         }
+        self.lru = order;
         self.file_total -= got;
         self.counters.evicted_file_pages += got;
         got
@@ -293,9 +297,15 @@ impl Sim<'_> {
     ) -> (u64, f64, f64) {
         let mut got = 0;
         let (mut cpu, mut flash) = (0.0, 0.0);
-        let order: Vec<usize> = match only {
-            Some(a) => vec![a],
-            None => self.lru.clone(),
+        // The walk neither reads nor changes the LRU through `self`: it is
+        // taken out for the walk and put back, rather than copied (or a
+        // one-app list allocated) at every call; the rebalancing page-out
+        // calls this for every background app, many times a tick.
+        let lru = std::mem::take(&mut self.lru);
+        let only_one = only.map(|a| [a]);
+        let order: &[usize] = match &only_one {
+            Some(one) => one,
+            None => &lru,
         };
         // Ariadne evicts by hotness class across apps (cold first); the
         // stock kernel takes each app's anonymous memory in LRU order.
@@ -305,7 +315,7 @@ impl Sim<'_> {
             &[None]
         };
         for &class in passes {
-            for &a in &order {
+            for &a in order {
                 if got >= n {
                     break;
                 }
@@ -333,6 +343,7 @@ impl Sim<'_> {
                 got += t;
             }
         }
+        self.lru = lru;
         self.anon_total -= got;
         self.counters.evicted_anon_pages += got;
         (got, cpu, flash)
@@ -530,26 +541,25 @@ impl Sim<'_> {
     /// oom_score_adj of every alive app, most recently used first: the
     /// foreground (and launching) app 0, the previous app 700, other cached
     /// apps 900 + rank (Android's ProcessList values).
-    pub(crate) fn oom_adjs(&self) -> Vec<(usize, i32)> {
-        let mut out = Vec::new();
+    pub(crate) fn oom_adjs(&self) -> impl Iterator<Item = (usize, i32)> + '_ {
         let mut rank = 0;
-        for &a in self.lru.iter().rev() {
-            if !self.st[a].alive {
-                continue;
-            }
-            let fg = Some(a) == self.fg || Some(a) == self.launching;
-            let adj = if fg {
-                0
-            } else if rank == 0 {
-                rank += 1;
-                700
-            } else {
-                rank += 1;
-                900 + rank.min(99)
-            };
-            out.push((a, adj));
-        }
-        out
+        self.lru
+            .iter()
+            .rev()
+            .filter(|&&a| self.st[a].alive)
+            .map(move |&a| {
+                let fg = Some(a) == self.fg || Some(a) == self.launching;
+                let adj = if fg {
+                    0
+                } else if rank == 0 {
+                    rank += 1;
+                    700
+                } else {
+                    rank += 1;
+                    900 + rank.min(99)
+                };
+                (a, adj)
+            })
     }
 
     /// The platform's killer: lmkd when the policy leaves killing to it,
@@ -577,7 +587,6 @@ impl Sim<'_> {
         };
         let cands: Vec<(usize, Candidate)> = self
             .oom_adjs()
-            .into_iter()
             .map(|(a, adj)| {
                 let s = &self.st[a];
                 let fg = Some(a) == self.fg || Some(a) == self.launching;
@@ -621,6 +630,7 @@ impl Sim<'_> {
         s.anon_swap = 0;
         s.alive = false;
         s.killed = true;
+        self.pid_idx.remove(&s.pid);
         s.grow_target = 0;
         s.grown = 0;
         self.counters.kills += 1;

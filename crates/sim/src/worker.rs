@@ -166,6 +166,14 @@ impl Sim<'_> {
         }
     }
 
+    /// The live app with process `pid` (and start time `start_ms`, when
+    /// given).
+    fn app_of_pid(&self, pid: u32, start_ms: Option<u64>) -> Option<usize> {
+        let a = *self.pid_idx.get(&pid)?;
+        let s = &self.st[a];
+        (s.alive && s.pid == pid && start_ms.is_none_or(|t| s.start_ms == t)).then_some(a)
+    }
+
     fn app_index(&self, app: &str) -> Result<usize, MechError> {
         self.name_idx
             .get(app)
@@ -487,11 +495,7 @@ impl ReclaimMechanism for Sim<'_> {
     /// Pages out anonymous memory of one app (process_madvise MADV_PAGEOUT),
     /// within this tick's CPU budget of the rebalancing worker.
     fn page_out_anon(&mut self, pid: u32, max_bytes: u64) -> Result<u64, MechError> {
-        let a = self
-            .st
-            .iter()
-            .position(|s| s.alive && s.pid == pid)
-            .ok_or(MechError::Vanished(pid))?;
+        let a = self.app_of_pid(pid, None).ok_or(MechError::Vanished(pid))?;
         let per_page = self.dev.anon_zram_ms_per_mib / 256.0;
         let afford = (self.rebalance_budget_ms / per_page).max(0.0) as u64;
         let n = (max_bytes / PAGE_BYTES).min(afford);
@@ -547,9 +551,7 @@ impl ReclaimMechanism for Sim<'_> {
 impl KillMechanism for Sim<'_> {
     fn kill(&mut self, id: ProcId, reason: Reason) -> Result<KillOutcome, MechError> {
         let a = self
-            .st
-            .iter()
-            .position(|s| s.alive && s.pid == id.pid && s.start_ms == id.start_time)
+            .app_of_pid(id.pid, Some(id.start_time))
             .ok_or(MechError::Vanished(id.pid))?;
         assert!(
             Some(a) != self.fg && Some(a) != self.launching,

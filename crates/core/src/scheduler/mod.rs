@@ -311,8 +311,9 @@ struct AppState {
     /// Processes announced with an event, by identity.
     procs: BTreeSet<ProcId>,
     /// Processes the driver attributed to the app in the latest tick
-    /// (kept only by policies that prepage switches).
-    seen: BTreeSet<ProcId>,
+    /// (kept only by policies that prepage switches), each with the number
+    /// of the last tick that attributed it (see `note_app_procs`).
+    seen: BTreeMap<ProcId, u64>,
 }
 
 const DECISIONS_KEPT: usize = 64;
@@ -353,6 +354,8 @@ pub struct Scheduler {
     /// Efficiency-first is in force in the controller but yields to the
     /// kernel's balance: reclaimable page cache ran out.
     ef_yielded: bool,
+    /// Ticks whose processes were noted (`note_app_procs`), counted.
+    procs_noted: u64,
     /// Apps whose launch stream is held protected (locked).
     protecting: BTreeSet<String>,
     dropped_cold: bool,
@@ -418,6 +421,7 @@ impl Scheduler {
             psi_history: VecDeque::new(),
             ef_reapply_at_ms: 0,
             ef_yielded: false,
+            procs_noted: 0,
             protecting: BTreeSet::new(),
             dropped_cold: false,
             page_out_unsupported: false,
@@ -704,7 +708,11 @@ impl Scheduler {
     pub fn app_proc_ids(&self, app: &str) -> Vec<ProcId> {
         self.apps
             .get(app)
-            .map(|a| a.procs.union(&a.seen).copied().collect())
+            .map(|a| {
+                let mut ids = a.procs.clone();
+                ids.extend(a.seen.keys().copied());
+                ids.into_iter().collect()
+            })
             .unwrap_or_default()
     }
 

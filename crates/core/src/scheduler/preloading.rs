@@ -201,10 +201,19 @@ impl Scheduler {
         self.standby_need = None;
         let sets = self.standby_sets();
         let active = self.active_apps();
-        let names: BTreeSet<String> = sets.keys().chain(self.standby.keys()).cloned().collect();
+        // Every app with a set under the plan or held now, in name order:
+        // the plan's names are borrowed from its memo; only the held names
+        // the plan no longer has are copied (the holds change in the loop).
+        let unplanned: Vec<String> = self
+            .standby
+            .keys()
+            .filter(|a| !sets.contains_key(*a))
+            .cloned()
+            .collect();
+        let names: BTreeSet<&str> = sets.keys().chain(&unplanned).map(String::as_str).collect();
         for app in names {
-            let want = sets.get(&app).filter(|_| !active.contains(&app));
-            let same = match (want, self.standby.get(&app)) {
+            let want = sets.get(app).filter(|_| !active.iter().any(|a| a == app));
+            let same = match (want, self.standby.get(app)) {
                 (Some(w), Some(h)) => Arc::ptr_eq(w, h) || w == h,
                 (None, None) => true,
                 _ => false,
@@ -212,7 +221,7 @@ impl Scheduler {
             if same {
                 continue;
             }
-            self.drop_standby(&app, now_ms, preload);
+            self.drop_standby(app, now_ms, preload);
             let Some(spans) = want else {
                 continue;
             };
@@ -222,7 +231,7 @@ impl Scheduler {
                 self.standby_need = Some(self.standby_need.map_or(set_bytes, |n| n.min(set_bytes)));
                 continue;
             }
-            match preload.load(&app, spans, Hold::Touch) {
+            match preload.load(app, spans, Hold::Touch) {
                 Ok(bytes) => {
                     let small = spans
                         .iter()
@@ -241,7 +250,7 @@ impl Scheduler {
                     };
                     self.log(now_ms, "preload", Some(reason), detail);
                     self.stats.preload_queued_bytes_touch += bytes;
-                    self.standby.insert(app.clone(), Arc::clone(spans));
+                    self.standby.insert(app.to_string(), Arc::clone(spans));
                 }
                 Err(e) => self.mech_error(now_ms, &format!("standby load of {app}"), &e),
             }

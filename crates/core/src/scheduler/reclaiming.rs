@@ -3,7 +3,7 @@
 //! reclaim mechanism, page-out of background apps while rebalancing, and
 //! the optional drop of cold files in efficiency-first.
 
-use super::{DomainSample, Mark, ProcInfo, Scheduler};
+use super::{AppState, DomainSample, Mark, ProcInfo, Scheduler};
 use crate::mechanism::{MechError, ReclaimMechanism};
 use crate::reason::Reason;
 use crate::reclaim::{alloc_pages_per_tick, ReclaimMode, ReclaimSample};
@@ -11,8 +11,15 @@ use std::collections::BTreeSet;
 
 impl Scheduler {
     pub(super) fn is_foreground_proc(&self, p: &ProcInfo) -> bool {
+        let state = p.app.as_ref().and_then(|a| self.apps.get(a));
+        self.is_foreground_with(p, state)
+    }
+
+    /// [`Self::is_foreground_proc`] with the state of the process's app
+    /// already looked up (`None` for an unknown app or no app).
+    fn is_foreground_with(&self, p: &ProcInfo, state: Option<&AppState>) -> bool {
         match &p.app {
-            Some(a) if self.is_launching(a) => true,
+            Some(_) if state.is_some_and(|s| s.launching_since.is_some()) => true,
             Some(a) if self.fg_notified => self.foreground.as_deref() == Some(a.as_str()),
             // Without events: Android's visible/foreground adj (≤ 0).
             _ => p.oom_score_adj <= 0,
@@ -30,19 +37,20 @@ impl Scheduler {
 
     /// Background app processes, least recently used first.
     fn background_app_pids(&self, procs: &[ProcInfo]) -> Vec<u32> {
-        let mut v: Vec<(u64, u32)> = procs
-            .iter()
-            .filter(|p| p.app.is_some() && !self.is_foreground_proc(p) && !self.is_untouchable(p))
-            .map(|p| {
-                let used = p
-                    .app
-                    .as_ref()
-                    .and_then(|a| self.apps.get(a))
-                    .and_then(|a| a.last_used_ms)
-                    .unwrap_or(0);
-                (used, p.pid)
-            })
-            .collect();
+        let mut v: Vec<(u64, u32)> = Vec::with_capacity(procs.len());
+        for p in procs {
+            let Some(app) = &p.app else {
+                continue;
+            };
+            // One lookup serves the launch test and the last use (this runs
+            // every rebalancing tick, over every process).
+            let state = self.apps.get(app);
+            if self.is_foreground_with(p, state) || self.is_untouchable(p) {
+                continue;
+            }
+            let used = state.and_then(|a| a.last_used_ms).unwrap_or(0);
+            v.push((used, p.pid));
+        }
         v.sort();
         v.into_iter().map(|(_, p)| p).collect()
     }

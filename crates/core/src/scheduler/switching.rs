@@ -37,13 +37,19 @@ impl Scheduler {
         if !self.tracks_windows() {
             return;
         }
-        for a in self.apps.values_mut() {
-            a.seen.clear();
-        }
+        // Updated in place rather than emptied and refilled: an app's
+        // processes are mostly those of the previous tick, and this runs at
+        // every tick that lists processes. Each is stamped with this tick;
+        // those left with an older stamp are no longer the app's.
+        self.procs_noted += 1;
+        let tick = self.procs_noted;
         for p in procs {
             if let Some(a) = p.app.as_ref().and_then(|a| self.apps.get_mut(a)) {
-                a.seen.insert(p.id());
+                a.seen.insert(p.id(), tick);
             }
+        }
+        for a in self.apps.values_mut() {
+            a.seen.retain(|_, t| *t == tick);
         }
     }
 
