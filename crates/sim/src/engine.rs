@@ -282,7 +282,10 @@ pub struct Sim<'a> {
     pub(crate) psi_bucket: u64,
     /// A stall was recorded since the buckets were last cleared (while
     /// not, every bucket is 0 and the averages are 0 without a walk).
-    pub(crate) psi_recorded: bool,
+    /// The PSI bucket of the newest stall added, if any since the last
+    /// reset: buckets after it hold none (they were zeroed as the clock
+    /// entered them), which lets [`Sim::psi`] skip a window with no stall.
+    pub(crate) psi_last_bucket: Option<u64>,
     /// Cumulative `some` stall, µs (PSI's `total=`; never reset).
     pub(crate) psi_some_total_us: u64,
     /// PMR: pages in kshrinkd's victim list.
@@ -400,7 +403,7 @@ impl<'a> Sim<'a> {
             psi_some: [0.0; PSI_BUCKETS],
             psi_full: [0.0; PSI_BUCKETS],
             psi_bucket: 0,
-            psi_recorded: false,
+            psi_last_bucket: None,
             psi_some_total_us: 0,
             pmr_victims: 0,
             kswapd_batch_pages: cfg
@@ -842,7 +845,7 @@ impl<'a> Sim<'a> {
         self.last_kill_us = None;
         self.psi_some = [0.0; PSI_BUCKETS];
         self.psi_full = [0.0; PSI_BUCKETS];
-        self.psi_recorded = false;
+        self.psi_last_bucket = None;
         if let Some(s) = self.sched.as_mut() {
             s.reset_state();
         }

@@ -493,7 +493,7 @@ impl Sim<'_> {
         if b == self.psi_bucket {
             return;
         }
-        let gap = if self.psi_recorded {
+        let gap = if self.psi_last_bucket.is_some() {
             (b - self.psi_bucket).min(PSI_BUCKETS as u64)
         } else {
             0
@@ -508,7 +508,7 @@ impl Sim<'_> {
 
     pub(crate) fn add_psi(&mut self, some_ms: f64, full_ms: f64) {
         self.roll_psi();
-        self.psi_recorded = true;
+        self.psi_last_bucket = Some(self.psi_bucket);
         let idx = (self.psi_bucket % PSI_BUCKETS as u64) as usize;
         self.psi_some[idx] += some_ms;
         self.psi_full[idx] += full_ms;
@@ -517,8 +517,11 @@ impl Sim<'_> {
 
     /// (some, full) stall share over the last `buckets` × 100 ms.
     pub(crate) fn psi(&self, buckets: usize) -> (f64, f64) {
-        if !self.psi_recorded {
-            return (0.0, 0.0);
+        // No stall in the window: every bucket of it is zero (exactly the
+        // sum below, without the walk).
+        match self.psi_last_bucket {
+            Some(last) if self.psi_bucket - last < buckets as u64 => {}
+            _ => return (0.0, 0.0),
         }
         let mut s = 0.0;
         let mut f = 0.0;
