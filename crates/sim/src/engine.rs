@@ -280,8 +280,6 @@ pub struct Sim<'a> {
     pub(crate) psi_some: [f64; PSI_BUCKETS],
     pub(crate) psi_full: [f64; PSI_BUCKETS],
     pub(crate) psi_bucket: u64,
-    /// A stall was recorded since the buckets were last cleared (while
-    /// not, every bucket is 0 and the averages are 0 without a walk).
     /// The PSI bucket of the newest stall added, if any since the last
     /// reset: buckets after it hold none (they were zeroed as the clock
     /// entered them), which lets [`Sim::psi`] skip a window with no stall.
