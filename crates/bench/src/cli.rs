@@ -234,6 +234,7 @@ fn testbed_info(o: &BenchOptions, image_bytes: u64, p: &Prepared) -> TestbedInfo
         concurrent_read_bytes_per_sec: p.concurrent.clone(),
         reclaim_calibration: p.reclaim,
         anon_alloc_bytes_per_sec: p.anon_alloc_bytes_per_sec,
+        worker_read_bytes_per_sec: p.worker_read_bytes_per_sec,
         cpu_budget: report::CpuBudget {
             cores: p.cpu_budget.cores,
             quota_us: live::cpu_quota_us(p.cpu_budget.cores),
@@ -347,6 +348,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 .and_then(|t| simdev::stock_launch(&out.measurements, t)),
             anon_alloc_bytes_per_sec: testbed_field(&out.reports, &["anon_alloc_bytes_per_sec"])
                 .and_then(serde_json::Value::as_f64),
+            worker_read_bytes_per_sec: testbed_field(&out.reports, &["worker_read_bytes_per_sec"])
+                .and_then(serde_json::Value::as_f64),
         };
         write_text(p, &simdev::sim_device_toml(&o, &measured)?)?;
         eprintln!(
@@ -408,7 +411,11 @@ fn testbed_field<'a>(reports: &'a [RunReport], path: &[&str]) -> Option<&'a serd
 /// Runs one synthetic app (or the I/O test).
 pub fn run_app(a: AppArgs) -> Result<()> {
     if let Some(f) = &a.io_test {
-        let bps = synth::io_test(f, a.block_bytes, a.total_bytes)?;
+        let bps = if a.buffered {
+            synth::buffered_read_test(f, a.block_bytes, a.total_bytes)?
+        } else {
+            synth::io_test(f, a.block_bytes, a.total_bytes)?
+        };
         eprintln!("bytes_per_sec {bps:.0}");
         writeln!(std::io::stdout().lock(), "bytes_per_sec {bps:.0}")?;
         return Ok(());

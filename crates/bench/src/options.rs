@@ -339,6 +339,11 @@ pub struct AppArgs {
     /// Bytes the I/O test reads.
     #[arg(long, default_value_t = 8 << 20)]
     pub total_bytes: u64,
+    /// The I/O test reads through the page cache, in order from the start
+    /// (its pages dropped first), as the preload worker streams, instead of
+    /// O_DIRECT at random offsets.
+    #[arg(long, requires = "io_test")]
+    pub buffered: bool,
     /// Instead of an app: write this many bytes of app-like anonymous
     /// memory as fast as possible and print `bytes_per_sec N`.
     #[arg(long)]

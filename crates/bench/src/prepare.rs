@@ -31,6 +31,10 @@ const CALIBRATION_READS: &[(u64, u64)] = &[
 
 /// Block size and bytes of each of the two concurrent readers.
 const CONCURRENT_READ: (u64, u64) = (1 << 20, 384 << 20);
+/// The preload worker's stream measured on a phone core: reads of the
+/// core's largest read size (`preload.max_read_bytes`, 2 MiB) through the
+/// page cache, up to this many bytes of the largest app file.
+const WORKER_READ: (u64, u64) = (2 << 20, 96 << 20);
 
 /// The allocation test of the reclaim calibration: a leaf limited to
 /// `.0` bytes writes `.1` bytes of app-like anonymous memory, so all but the
@@ -115,6 +119,9 @@ pub struct Prepared {
     /// Anonymous reclaim measured in the domain on its CPU budget (None if
     /// it failed).
     pub reclaim: Option<ReclaimCalibration>,
+    /// Reading through the page cache on a phone core as the preload
+    /// worker streams ([`WORKER_READ`]), bytes/s.
+    pub worker_read_bytes_per_sec: Option<f64>,
     /// The apps' anonymous allocation on the phone core with no reclaim
     /// ([`ALLOC_TEST_BYTES`] in a leaf with no limit, median of
     /// [`ALLOC_TEST_RUNS`]), bytes/s: what faulting in and filling a launch's
@@ -211,7 +218,7 @@ pub fn prepare(
             r / 1e6
         ));
     }
-    let (calibration, concurrent) = calibrate(
+    let (calibration, concurrent, worker_read_bytes_per_sec) = calibrate(
         o,
         &apps,
         [&calib_leaf, &calib_leaf2],
@@ -246,6 +253,7 @@ pub fn prepare(
         concurrent,
         reclaim,
         anon_alloc_bytes_per_sec,
+        worker_read_bytes_per_sec,
         cpu_budget,
         profiles,
     })
@@ -540,7 +548,7 @@ fn calibrate(
     daemon: &DaemonSetup,
     log_dir: &Path,
     progress: &Progress,
-) -> Result<(Vec<CurvePoint>, Option<ConcurrentRead>)> {
+) -> Result<(Vec<CurvePoint>, Option<ConcurrentRead>, Option<f64>)> {
     let biggest = apps
         .iter()
         .filter_map(|a| a.layout.as_ref())
@@ -548,12 +556,20 @@ fn calibrate(
         .max_by_key(|x| x.0)
         .map(|x| x.1);
     let Some(file) = biggest else {
-        return Ok((Vec::new(), None));
+        return Ok((Vec::new(), None, None));
     };
     let mut points = Vec::new();
     for &(block_bytes, total) in CALIBRATION_READS {
         check_interrupted()?;
-        let t = IoTest::start(&o.binary, leaves[0], &file, block_bytes, total, log_dir)?;
+        let t = IoTest::start(
+            &o.binary,
+            leaves[0],
+            &file,
+            block_bytes,
+            total,
+            false,
+            log_dir,
+        )?;
         points.push(CurvePoint {
             block_bytes,
             bytes_per_sec: t.finish()?,
@@ -562,8 +578,8 @@ fn calibrate(
     check_interrupted()?;
     let (b, total) = CONCURRENT_READ;
     let tests = [
-        IoTest::start(&o.binary, leaves[0], &file, b, total, log_dir)?,
-        IoTest::start(&o.binary, leaves[1], &file, b, total, log_dir)?,
+        IoTest::start(&o.binary, leaves[0], &file, b, total, false, log_dir)?,
+        IoTest::start(&o.binary, leaves[1], &file, b, total, false, log_dir)?,
     ];
     let each = tests
         .into_iter()
@@ -591,10 +607,22 @@ fn calibrate(
         at(2 << 20) / 1e6,
         concurrent.sum_bytes_per_sec / 1e6,
     ));
+    check_interrupted()?;
+    let (b, total) = WORKER_READ;
+    // A failed measurement leaves the worker's rate to the storage curve.
+    let worker = IoTest::start(&o.binary, leaves[0], &file, b, total, true, log_dir)
+        .and_then(IoTest::finish)
+        .ok();
+    if let Some(w) = worker {
+        progress.say(&format!(
+            "the preload worker's stream on a phone core (2 MiB reads through the page cache): {:.1} MB/s",
+            w / 1e6
+        ));
+    }
     let curve = ThroughputCurve::new(points.clone())
         .map_err(|e| anyhow::anyhow!("the in-domain calibration is unusable: {e}"))?;
     appflow_linux::calibrate::save_curve(&daemon.state_dir(), &curve)?;
-    Ok((points, Some(concurrent)))
+    Ok((points, Some(concurrent), worker))
 }
 
 /// One `appflow bench-app --io-test` running in a leaf.
@@ -606,16 +634,18 @@ pub struct IoTest {
 }
 
 impl IoTest {
-    /// Starts reading `file` in `block`-byte O_DIRECT reads from `leaf`.
+    /// Starts reading `file` in `block`-byte O_DIRECT reads from `leaf`
+    /// (through the page cache, in order, when `buffered`).
     pub fn start(
         binary: &Path,
         leaf: &Leaf,
         file: &Path,
         block: u64,
         total: u64,
+        buffered: bool,
         log_dir: &Path,
     ) -> Result<IoTest> {
-        let argv = vec![
+        let mut argv = vec![
             binary.to_string_lossy().to_string(),
             "bench-app".into(),
             "--io-test".into(),
@@ -625,6 +655,9 @@ impl IoTest {
             "--total-bytes".into(),
             total.to_string(),
         ];
+        if buffered {
+            argv.push("--buffered".into());
+        }
         let log = log_dir.join(format!("calibration-{}.log", leaf.name));
         let _ = std::fs::remove_file(&log);
         let (proc, t0) = crate::launch::spawn("calibration", &argv, leaf, 0, &log)?;

@@ -68,6 +68,9 @@ pub struct TestbedInfo {
     /// The apps' anonymous allocation on the phone core with nothing to
     /// reclaim, bytes/s (the cost of faulting in and filling a launch's heap).
     pub anon_alloc_bytes_per_sec: Option<f64>,
+    /// Reading through the page cache on a phone core in the preload
+    /// worker's 2 MiB reads, bytes/s (what its stream can fill).
+    pub worker_read_bytes_per_sec: Option<f64>,
     /// The domain's CPU budget.
     pub cpu_budget: CpuBudget,
     /// How the profiles were made (`recorded` or `from-spec`).

@@ -62,6 +62,9 @@ pub struct Measured {
     /// The apps' anonymous allocation on the phone core with nothing to
     /// reclaim (`extra.testbed.anon_alloc_bytes_per_sec`), bytes/s.
     pub anon_alloc_bytes_per_sec: Option<f64>,
+    /// The preload worker's stream on a phone core
+    /// (`extra.testbed.worker_read_bytes_per_sec`), bytes/s.
+    pub worker_read_bytes_per_sec: Option<f64>,
 }
 
 /// Stock's cold launch of one target without and with the background load.
@@ -190,6 +193,7 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
          # Reclaim costs: {}; file pages cost a fifth (the AppFlow paper §4.3).\n\
          # lru_anon_ms_per_mib: {}.\n\
          # anon_fault_ms_per_mib: {}.\n\
+         # worker_read_mib_per_sec: {}.\n\
          # The storage curve is the flash device's as the domain measured it (one reader; the model's\n\
          # latency + size / bandwidth when the run has not measured yet); resume_ms is a tenth of the launch CPU\n\
          # (a switch re-touches the working set). The workload lists are what the testbed launches\n\
@@ -240,6 +244,11 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
                 r / 1e6
             ),
             None => "not set (0): the run did not measure the apps' allocation".into(),
+        },
+        match measured.worker_read_bytes_per_sec {
+            Some(_) => "the preload worker's stream on its phone core as the domain measured it (2 MiB reads\n\
+                 #   through the page cache, extra.testbed.worker_read_bytes_per_sec): filling the cache costs its CPU".to_string(),
+            None => "not set: the worker streams at the storage curve's rate".into(),
         },
         match measured.stock_file_reclaim_share {
             Some(s) => format!(
@@ -318,6 +327,11 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
             .anon_alloc_bytes_per_sec
             .filter(|r| r.is_finite() && *r > 0.0)
             .map(|r| round_to(1000.0 * MIB as f64 / r, 4)),
+        // The worker fills the page cache on a phone core of its own.
+        worker_read_mib_per_sec: measured
+            .worker_read_bytes_per_sec
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .map(|r| round_to(r / MIB as f64, 1)),
         file_drop_ms_per_mib: Some(file_ms_per_mib),
         readahead_kib: Some(p.read_ahead_kib),
         // Page cache first, unless this run's stock sessions freed mostly
@@ -573,6 +587,7 @@ mod tests {
             cpu_budget_cores: Some(0.3),
             stock_launch: None,
             anon_alloc_bytes_per_sec: Some(512.0 * MIB as f64),
+            worker_read_bytes_per_sec: Some(600.0 * MIB as f64),
         };
         let text = sim_device_toml(&o, &m).unwrap();
         assert!(text.contains("zram_ratio = 2.5"), "{text}");
@@ -581,6 +596,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("anon_fault_ms_per_mib = 1.9531"), "{text}");
+        assert!(text.contains("worker_read_mib_per_sec = 600.0"), "{text}");
         assert!(text.contains("freed 83 % file pages"), "{text}");
         assert!(text.contains("reclaim_cache_first = true"), "{text}");
         assert!(text.contains("  512 KiB  777.2 MiB/s"), "{text}");

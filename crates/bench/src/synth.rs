@@ -607,6 +607,31 @@ pub fn io_test(file: &Path, block_bytes: u64, total_bytes: u64) -> Result<f64> {
     Ok(done as f64 / t0.elapsed().as_secs_f64().max(1e-9))
 }
 
+/// Reads up to `total_bytes` of `file` from its start through the page
+/// cache in `block_bytes` reads, its cached pages dropped first; returns
+/// bytes/s. What the preload worker's stream costs: the device's reads plus
+/// filling the page cache on the reader's own CPU.
+pub fn buffered_read_test(file: &Path, block_bytes: u64, total_bytes: u64) -> Result<f64> {
+    drop_file_cache(file)
+        .with_context(|| format!("dropping {} from the page cache", file.display()))?;
+    let f = std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
+    let mut buf = vec![0u8; block_bytes.max(PAGE) as usize];
+    let t0 = Instant::now();
+    let mut done = 0u64;
+    while done < total_bytes {
+        let n = f
+            .read_at(&mut buf, done)
+            .with_context(|| format!("reading {}", file.display()))?;
+        if n == 0 {
+            break;
+        }
+        done += n as u64;
+    }
+    // The pages read stay for nobody: drop them again.
+    let _ = drop_file_cache(file);
+    Ok(done as f64 / t0.elapsed().as_secs_f64().max(1e-9))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

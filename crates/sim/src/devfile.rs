@@ -26,6 +26,7 @@
 //! anon_zram_ms_per_mib = 12.5   # reclaim cost of compressing anon into zram
 //! lru_anon_ms_per_mib = 20.0    # the kernel's LRU reclaim's anon cost, if it differs (default: the above)
 //! anon_fault_ms_per_mib = 2.0   # a launch's new anonymous pages (fault, zeroing, first write), on its core (default 0)
+//! worker_read_mib_per_sec = 600 # the preload worker's page-cache fill on its own core (default: the storage bounds it)
 //! zram_decomp_ms_per_mib = 1.0  # fault cost of decompressing
 //! wmark_min_mib = 0             # watermarks (kswapd wakes below low, stops at high;
 //! wmark_low_mib = 0             #  an allocation below min reclaims directly);
@@ -121,6 +122,8 @@ pub struct DeviceSection {
     pub lru_anon_ms_per_mib: Option<f64>,
     /// CPU cost of a launch's new anonymous pages, ms per MiB.
     pub anon_fault_ms_per_mib: Option<f64>,
+    /// The most the preload worker reads into the page cache, MiB/s.
+    pub worker_read_mib_per_sec: Option<f64>,
     /// Fault cost of decompressing from zram, ms per MiB.
     pub zram_decomp_ms_per_mib: Option<f64>,
     /// Min watermark, MiB of free memory.
@@ -453,6 +456,10 @@ pub fn device(f: &DeviceFile, file: &str) -> Result<LoadedDevice, InputError> {
         lru_anon_ms_per_mib: match s.lru_anon_ms_per_mib {
             None => base.lru_anon_ms_per_mib,
             Some(x) => Some(size(file, "device.lru_anon_ms_per_mib", x, false)?),
+        },
+        worker_read_bytes_per_sec: match s.worker_read_mib_per_sec {
+            None => base.worker_read_bytes_per_sec,
+            Some(x) => Some(pos("device.worker_read_mib_per_sec", Some(x), 1.0, 1e6)? * MIB as f64),
         },
         anon_fault_ms_per_mib: nonneg(
             "device.anon_fault_ms_per_mib",
@@ -880,7 +887,11 @@ use_ms = 0
         assert!(e.contains("`device.storage.points`"), "{e}");
         let e = dev_err(&GOOD.replace("read_mib_per_sec = 400", "read_mib_per_sec = -1"));
         assert!(e.contains("`device.storage.read_mib_per_sec`"), "{e}");
-        for f in ["lru_anon_ms_per_mib", "anon_fault_ms_per_mib"] {
+        for f in [
+            "lru_anon_ms_per_mib",
+            "anon_fault_ms_per_mib",
+            "worker_read_mib_per_sec",
+        ] {
             let e =
                 dev_err(&GOOD.replace("zram_ratio = 3.0", &format!("zram_ratio = 3.0\n{f} = -2")));
             assert!(e.contains(&format!("`device.{f}`")), "{e}");

@@ -54,6 +54,11 @@ pub struct Device {
     /// launches) already hold it; the testbed measures its apps'
     /// (docs/simdev.md).
     pub anon_fault_ms_per_mib: f64,
+    /// The most the preload worker reads into the page cache, bytes/s,
+    /// when its own CPU bounds it below the storage (the testbed's worker
+    /// fills the cache on one phone core). None: the storage alone bounds
+    /// it (the phone presets: the worker has cores to spare).
+    pub worker_read_bytes_per_sec: Option<f64>,
     /// CPU cost of decompressing from zram on a fault, ms per MiB.
     pub zram_decomp_ms_per_mib: f64,
     /// Zone watermarks (min, low, high), bytes of free memory.
@@ -152,6 +157,7 @@ fn phone(name: &'static str, description: &'static str, dram_gib: u64, cpu: f64)
         // One cost for both paths on the phone presets (the papers give one).
         lru_anon_ms_per_mib: None,
         anon_fault_ms_per_mib: 0.0,
+        worker_read_bytes_per_sec: None,
         // LZ4 decompression ~1 GB/s on a big core (assumption).
         zram_decomp_ms_per_mib: 1.0,
         // The PMR paper §3.2: watermark_high default 39,340 pages (~154 MB);

@@ -481,6 +481,10 @@ impl Sim<'_> {
         // 3. The preload worker (idle I/O class): launch streams, then the
         //    standby touch when due, in the capacity the app left.
         let mut idle_pages = (dt * dev_ppm - cap_used).max(0.0);
+        if let Some(r) = self.dev.worker_read_bytes_per_sec {
+            // The worker's own core bounds what it fills in a step.
+            idle_pages = idle_pages.min(dt * r / appflow_core::PAGE_BYTES as f64 / 1000.0);
+        }
         if idle_pages >= 1.0 {
             idle_pages -= self.run_streams(idle_pages as u64, dt) as f64;
         }
