@@ -335,21 +335,17 @@ pub fn run(a: BenchArgs) -> Result<()> {
             calibration: calibration_of(&out.reports),
             stock_zram_ratio: simdev::stock_zram_ratio(&out.measurements),
             stock_file_reclaim_share: simdev::stock_file_reclaim_share(&out.measurements),
-            anon_reclaim_bytes_per_sec: testbed_field(
+            anon_reclaim_bytes_per_sec: testbed_f64(
                 &out.reports,
                 &["reclaim_calibration", "anon_reclaim_bytes_per_sec"],
-            )
-            .and_then(serde_json::Value::as_f64),
-            cpu_budget_cores: testbed_field(&out.reports, &["cpu_budget", "cores"])
-                .and_then(serde_json::Value::as_f64),
+            ),
+            cpu_budget_cores: testbed_f64(&out.reports, &["cpu_budget", "cores"]),
             stock_launch: o
                 .targets
                 .first()
                 .and_then(|t| simdev::stock_launch(&out.measurements, t)),
-            anon_alloc_bytes_per_sec: testbed_field(&out.reports, &["anon_alloc_bytes_per_sec"])
-                .and_then(serde_json::Value::as_f64),
-            worker_read_bytes_per_sec: testbed_field(&out.reports, &["worker_read_bytes_per_sec"])
-                .and_then(serde_json::Value::as_f64),
+            anon_alloc_bytes_per_sec: testbed_f64(&out.reports, &["anon_alloc_bytes_per_sec"]),
+            worker_read_bytes_per_sec: testbed_f64(&out.reports, &["worker_read_bytes_per_sec"]),
         };
         write_text(p, &simdev::sim_device_toml(&o, &measured)?)?;
         eprintln!(
@@ -400,6 +396,11 @@ fn calibration_of(reports: &[RunReport]) -> Vec<CurvePoint> {
     testbed_field(reports, &["calibration_bytes_per_sec"])
         .and_then(|c| serde_json::from_value(c.clone()).ok())
         .unwrap_or_default()
+}
+
+/// The number at `path` under the first report's `extra.testbed`.
+fn testbed_f64(reports: &[RunReport], path: &[&str]) -> Option<f64> {
+    testbed_field(reports, path).and_then(serde_json::Value::as_f64)
 }
 
 /// The value at `path` under the first report's `extra.testbed`.

@@ -433,7 +433,7 @@ fn calibrate_alloc(o: &BenchOptions, leaf: &Leaf, log_dir: &Path) -> Option<f64>
         runs.push(alloc_test(o, leaf, ALLOC_TEST_BYTES, &log, "allocation calibration").ok()?);
     }
     runs.sort_by(f64::total_cmp);
-    Some(runs[runs.len() / 2])
+    Some(appflow_core::report::percentile(&runs, 50.0))
 }
 
 /// Runs `bench-app --alloc-test bytes` in `leaf`; returns bytes/s (an

@@ -87,7 +87,8 @@ pub struct TestbedInfo {
     pub cpus: usize,
 }
 
-fn median_u64(mut v: Vec<u64>) -> u64 {
+/// The lower median (0 for none).
+pub(crate) fn median_u64(mut v: Vec<u64>) -> u64 {
     if v.is_empty() {
         return 0;
     }

@@ -15,6 +15,7 @@ use crate::options::BenchOptions;
 use crate::run::{background_of, multitask_order_of, Scenario};
 use crate::spec::{AppClass, AppSpec, SyntheticSpec};
 use crate::synth::{Layout, Op};
+use appflow_core::report::LatencyStats;
 use appflow_core::storage::CurvePoint;
 use appflow_core::MIB;
 use appflow_sim::devfile::{
@@ -93,21 +94,23 @@ pub fn stock_launch(ms: &[crate::run::Measurement], target: &str) -> Option<Stoc
             })
             .collect()
     };
-    let median = |mut v: Vec<f64>| -> Option<f64> {
-        v.sort_by(f64::total_cmp);
-        v.get(v.len().checked_sub(1)? / 2).copied()
-    };
-    let median_u = |mut v: Vec<u64>| -> Option<u64> {
-        v.sort_unstable();
-        v.get(v.len().checked_sub(1)? / 2).copied()
-    };
     let (idle, high) = (of(Scenario::Idle), of(Scenario::High));
     let at: Vec<_> = high.iter().filter_map(|m| m.at_launch).collect();
+    if idle.is_empty() || at.is_empty() {
+        return None;
+    }
+    // The report's own p50 (nearest rank) and median.
+    let p50 = |v: &[&crate::run::Measurement]| {
+        LatencyStats::from_samples(&v.iter().map(|m| m.launches[0].ms).collect::<Vec<_>>()).p50
+    };
+    let stolen = |f: fn(&crate::counters::Delta) -> u64| {
+        crate::report::median_u64(at.iter().map(|a| f(&a.kernel)).collect())
+    };
     Some(StockLaunch {
-        idle_ms: median(idle.iter().map(|m| m.launches[0].ms).collect())?,
-        high_ms: median(high.iter().map(|m| m.launches[0].ms).collect())?,
-        stolen_anon_pages: median_u(at.iter().map(|a| a.kernel.pgsteal_anon).collect())?,
-        stolen_file_pages: median_u(at.iter().map(|a| a.kernel.pgsteal_file).collect())?,
+        idle_ms: p50(&idle),
+        high_ms: p50(&high),
+        stolen_anon_pages: stolen(|k| k.pgsteal_anon),
+        stolen_file_pages: stolen(|k| k.pgsteal_file),
     })
 }
 
@@ -132,18 +135,20 @@ pub fn lru_anon_cost(s: &StockLaunch, anon_ms: f64, file_ms: f64) -> Option<f64>
     cost.is_finite().then(|| round_to(cost.max(anon_ms), 4))
 }
 
+/// A measured quantity when it is a usable one (finite and positive).
+fn usable(x: Option<f64>) -> Option<f64> {
+    x.filter(|x| x.is_finite() && *x > 0.0)
+}
+
 impl Measured {
     /// The measured anonymous reclaim throughput, when it is a usable one.
     fn anon_rate(&self) -> Option<f64> {
-        self.anon_reclaim_bytes_per_sec
-            .filter(|r| r.is_finite() && *r > 0.0)
+        usable(self.anon_reclaim_bytes_per_sec)
     }
 
     /// The phone core: the calibrated one, else the preset's.
     fn budget(&self, o: &BenchOptions) -> f64 {
-        self.cpu_budget_cores
-            .filter(|c| c.is_finite() && *c > 0.0)
-            .unwrap_or(o.device.cpu_cores)
+        usable(self.cpu_budget_cores).unwrap_or(o.device.cpu_cores)
     }
 }
 
@@ -237,7 +242,7 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
             }
             None => "not set: the run has no stock launch of the first target under both idle and high".into(),
         },
-        match measured.anon_alloc_bytes_per_sec {
+        match usable(measured.anon_alloc_bytes_per_sec) {
             Some(r) => format!(
                 "a launch's new anonymous pages cost its core what the apps' allocation took in the domain\n\
                  #   with nothing to reclaim ({:.0} MB/s, extra.testbed.anon_alloc_bytes_per_sec)",
@@ -245,7 +250,7 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
             ),
             None => "not set (0): the run did not measure the apps' allocation".into(),
         },
-        match measured.worker_read_bytes_per_sec {
+        match usable(measured.worker_read_bytes_per_sec) {
             Some(_) => "the preload worker's stream on its phone core as the domain measured it (2 MiB reads\n\
                  #   through the page cache, extra.testbed.worker_read_bytes_per_sec): filling the cache costs its CPU".to_string(),
             None => "not set: the worker streams at the storage curve's rate".into(),
@@ -323,14 +328,10 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
         lru_anon_ms_per_mib,
         // A MiB of a launch's heap costs the app's core the time the
         // domain's allocation test took for it.
-        anon_fault_ms_per_mib: measured
-            .anon_alloc_bytes_per_sec
-            .filter(|r| r.is_finite() && *r > 0.0)
+        anon_fault_ms_per_mib: usable(measured.anon_alloc_bytes_per_sec)
             .map(|r| round_to(1000.0 * MIB as f64 / r, 4)),
         // The worker fills the page cache on a phone core of its own.
-        worker_read_mib_per_sec: measured
-            .worker_read_bytes_per_sec
-            .filter(|r| r.is_finite() && *r > 0.0)
+        worker_read_mib_per_sec: usable(measured.worker_read_bytes_per_sec)
             .map(|r| round_to(r / MIB as f64, 1)),
         file_drop_ms_per_mib: Some(file_ms_per_mib),
         readahead_kib: Some(p.read_ahead_kib),

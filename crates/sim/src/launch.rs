@@ -121,6 +121,9 @@ pub(crate) struct Rates {
     pub swap_in: f64,
     /// The flash's full rate (its largest-block throughput).
     pub device: f64,
+    /// The most the preload worker fills per ms, when its own core bounds
+    /// it (`Device::worker_read_bytes_per_sec`).
+    worker: Option<f64>,
 }
 
 impl Rates {
@@ -135,6 +138,9 @@ impl Rates {
             hot_segment: rate_ppm(dev, hot_segment_bytes),
             swap_in: rate_ppm(dev, 32 * KIB),
             device: last.bytes_per_sec / appflow_core::PAGE_BYTES as f64 / 1000.0,
+            worker: dev
+                .worker_read_bytes_per_sec
+                .map(|r| r / appflow_core::PAGE_BYTES as f64 / 1000.0),
         }
     }
 
@@ -481,9 +487,9 @@ impl Sim<'_> {
         // 3. The preload worker (idle I/O class): launch streams, then the
         //    standby touch when due, in the capacity the app left.
         let mut idle_pages = (dt * dev_ppm - cap_used).max(0.0);
-        if let Some(r) = self.dev.worker_read_bytes_per_sec {
+        if let Some(w) = self.rates.worker {
             // The worker's own core bounds what it fills in a step.
-            idle_pages = idle_pages.min(dt * r / appflow_core::PAGE_BYTES as f64 / 1000.0);
+            idle_pages = idle_pages.min(dt * w);
         }
         if idle_pages >= 1.0 {
             idle_pages -= self.run_streams(idle_pages as u64, dt) as f64;
