@@ -235,6 +235,7 @@ fn testbed_info(o: &BenchOptions, image_bytes: u64, p: &Prepared) -> TestbedInfo
         reclaim_calibration: p.reclaim,
         anon_alloc_bytes_per_sec: p.anon_alloc_bytes_per_sec,
         worker_read_bytes_per_sec: p.worker_read_bytes_per_sec,
+        idle_yield: p.idle_yield.clone(),
         cpu_budget: report::CpuBudget {
             cores: p.cpu_budget.cores,
             quota_us: live::cpu_quota_us(p.cpu_budget.cores),
@@ -412,6 +413,11 @@ fn testbed_field<'a>(reports: &'a [RunReport], path: &[&str]) -> Option<&'a serd
 /// Runs one synthetic app (or the I/O test).
 pub fn run_app(a: AppArgs) -> Result<()> {
     if let Some(f) = &a.io_test {
+        if a.idle_class {
+            appflow_linux::actuators::set_idle_io_priority(0).map_err(|e| {
+                anyhow::anyhow!("ioprio_set(IDLE): {}", std::io::Error::from_raw_os_error(e))
+            })?;
+        }
         let bps = if a.buffered {
             synth::buffered_read_test(f, a.block_bytes, a.total_bytes)?
         } else {

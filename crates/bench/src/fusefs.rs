@@ -132,7 +132,8 @@ fn device_loop(rx: Receiver<ReadReq>, params: FlashParams, stats: &DeviceStats) 
     like_hardware();
     let t0 = Instant::now();
     let now = || t0.elapsed().as_nanos() as u64;
-    let mut model: FlashModel<ReadReq> = FlashModel::new(params);
+    let mut model: FlashModel<ReadReq> =
+        FlashModel::new(params).with_round_trip(HOST_FUSE_TURNAROUND);
     let mut inside: Vec<(u64, ReplyData, std::io::Result<Vec<u8>>)> = Vec::new();
     let mut open = true;
     loop {
@@ -168,7 +169,7 @@ fn device_loop(rx: Receiver<ReadReq>, params: FlashParams, stats: &DeviceStats) 
         let next = inside
             .iter()
             .map(|x| x.0)
-            .chain(model.next_completion_ns())
+            .chain(model.next_event_ns())
             .min();
         if !open && next.is_none() && !model.has_queued() {
             return;

@@ -344,6 +344,10 @@ pub struct AppArgs {
     /// O_DIRECT at random offsets.
     #[arg(long, requires = "io_test")]
     pub buffered: bool,
+    /// The I/O test reads in the idle I/O class (ioprio IDLE), as the
+    /// preload worker does.
+    #[arg(long, requires = "io_test")]
+    pub idle_class: bool,
     /// Instead of an app: write this many bytes of app-like anonymous
     /// memory as fast as possible and print `bytes_per_sec N`.
     #[arg(long)]

@@ -35,6 +35,10 @@ const CONCURRENT_READ: (u64, u64) = (1 << 20, 384 << 20);
 /// core's largest read size (`preload.max_read_bytes`, 2 MiB) through the
 /// page cache, up to this many bytes of the largest app file.
 const WORKER_READ: (u64, u64) = (2 << 20, 96 << 20);
+/// Whether the idle class yields: a foreground reader (block, bytes;
+/// O_DIRECT) while an idle-class reader (block, bytes; O_DIRECT, the
+/// largest request the device takes) streams from another leaf.
+const IDLE_YIELD: (u64, u64, u64, u64) = (128 << 10, 64 << 20, 1 << 20, 256 << 20);
 
 /// The allocation test of the reclaim calibration: a leaf limited to
 /// `.0` bytes writes `.1` bytes of app-like anonymous memory, so all but the
@@ -103,6 +107,31 @@ pub struct ConcurrentRead {
     pub sum_bytes_per_sec: f64,
 }
 
+/// A foreground reader while an idle-class reader streams from another
+/// leaf ([`IDLE_YIELD`]): whether the device's idle class yields.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct IdleYield {
+    /// The foreground's block size (O_DIRECT, best-effort class), bytes.
+    pub block_bytes: u64,
+    /// The foreground alone (the calibration's point at that size), bytes/s.
+    pub alone_bytes_per_sec: f64,
+    /// The foreground beside the idle-class reader, bytes/s.
+    pub beside_idle_bytes_per_sec: f64,
+    /// The idle-class reader's block size (O_DIRECT), bytes.
+    pub idle_block_bytes: u64,
+    /// The idle-class reader over its run (it goes on after the
+    /// foreground's end), bytes/s.
+    pub idle_bytes_per_sec: f64,
+}
+
+/// What [`calibrate`] measured.
+struct Calibrated {
+    points: Vec<CurvePoint>,
+    concurrent: Option<ConcurrentRead>,
+    worker_read_bytes_per_sec: Option<f64>,
+    idle_yield: Option<IdleYield>,
+}
+
 /// A domain ready for measurement.
 pub struct Prepared {
     /// The apps with their leaves.
@@ -122,6 +151,8 @@ pub struct Prepared {
     /// Reading through the page cache on a phone core as the preload
     /// worker streams ([`WORKER_READ`]), bytes/s.
     pub worker_read_bytes_per_sec: Option<f64>,
+    /// A foreground reader beside an idle-class one (None if it failed).
+    pub idle_yield: Option<IdleYield>,
     /// The apps' anonymous allocation on the phone core with no reclaim
     /// ([`ALLOC_TEST_BYTES`] in a leaf with no limit, median of
     /// [`ALLOC_TEST_RUNS`]), bytes/s: what faulting in and filling a launch's
@@ -218,7 +249,12 @@ pub fn prepare(
             r / 1e6
         ));
     }
-    let (calibration, concurrent, worker_read_bytes_per_sec) = calibrate(
+    let Calibrated {
+        points: calibration,
+        concurrent,
+        worker_read_bytes_per_sec,
+        idle_yield,
+    } = calibrate(
         o,
         &apps,
         [&calib_leaf, &calib_leaf2],
@@ -254,6 +290,7 @@ pub fn prepare(
         reclaim,
         anon_alloc_bytes_per_sec,
         worker_read_bytes_per_sec,
+        idle_yield,
         cpu_budget,
         profiles,
     })
@@ -548,7 +585,7 @@ fn calibrate(
     daemon: &DaemonSetup,
     log_dir: &Path,
     progress: &Progress,
-) -> Result<(Vec<CurvePoint>, Option<ConcurrentRead>, Option<f64>)> {
+) -> Result<Calibrated> {
     let biggest = apps
         .iter()
         .filter_map(|a| a.layout.as_ref())
@@ -556,7 +593,12 @@ fn calibrate(
         .max_by_key(|x| x.0)
         .map(|x| x.1);
     let Some(file) = biggest else {
-        return Ok((Vec::new(), None, None));
+        return Ok(Calibrated {
+            points: Vec::new(),
+            concurrent: None,
+            worker_read_bytes_per_sec: None,
+            idle_yield: None,
+        });
     };
     let mut points = Vec::new();
     for &(block_bytes, total) in CALIBRATION_READS {
@@ -567,7 +609,7 @@ fn calibrate(
             &file,
             block_bytes,
             total,
-            false,
+            IoMode::Direct,
             log_dir,
         )?;
         points.push(CurvePoint {
@@ -578,8 +620,24 @@ fn calibrate(
     check_interrupted()?;
     let (b, total) = CONCURRENT_READ;
     let tests = [
-        IoTest::start(&o.binary, leaves[0], &file, b, total, false, log_dir)?,
-        IoTest::start(&o.binary, leaves[1], &file, b, total, false, log_dir)?,
+        IoTest::start(
+            &o.binary,
+            leaves[0],
+            &file,
+            b,
+            total,
+            IoMode::Direct,
+            log_dir,
+        )?,
+        IoTest::start(
+            &o.binary,
+            leaves[1],
+            &file,
+            b,
+            total,
+            IoMode::Direct,
+            log_dir,
+        )?,
     ];
     let each = tests
         .into_iter()
@@ -610,19 +668,96 @@ fn calibrate(
     check_interrupted()?;
     let (b, total) = WORKER_READ;
     // A failed measurement leaves the worker's rate to the storage curve.
-    let worker = IoTest::start(&o.binary, leaves[0], &file, b, total, true, log_dir)
-        .and_then(IoTest::finish)
-        .ok();
+    let worker = IoTest::start(
+        &o.binary,
+        leaves[0],
+        &file,
+        b,
+        total,
+        IoMode::Buffered,
+        log_dir,
+    )
+    .and_then(IoTest::finish)
+    .ok();
     if let Some(w) = worker {
         progress.say(&format!(
             "the preload worker's stream on a phone core (2 MiB reads through the page cache): {:.1} MB/s",
             w / 1e6
         ));
     }
+    check_interrupted()?;
+    // A failed measurement is left out of the report.
+    let idle_yield = idle_yield(o, leaves, &file, at(IDLE_YIELD.0), log_dir).ok();
+    if let Some(y) = &idle_yield {
+        progress.say(&format!(
+            "a 128 KiB reader beside an idle-class 1 MiB reader: {:.1} MB/s (alone {:.1}); the idle reader {:.1} MB/s",
+            y.beside_idle_bytes_per_sec / 1e6,
+            y.alone_bytes_per_sec / 1e6,
+            y.idle_bytes_per_sec / 1e6,
+        ));
+    }
     let curve = ThroughputCurve::new(points.clone())
         .map_err(|e| anyhow::anyhow!("the in-domain calibration is unusable: {e}"))?;
     appflow_linux::calibrate::save_curve(&daemon.state_dir(), &curve)?;
-    Ok((points, Some(concurrent), worker))
+    Ok(Calibrated {
+        points,
+        concurrent: Some(concurrent),
+        worker_read_bytes_per_sec: worker,
+        idle_yield,
+    })
+}
+
+/// Reads `file` from `leaves[0]` in the foreground while an idle-class
+/// reader in `leaves[1]` streams it ([`IDLE_YIELD`]); `alone` is the
+/// foreground's rate measured alone.
+fn idle_yield(
+    o: &BenchOptions,
+    leaves: [&Leaf; 2],
+    file: &Path,
+    alone: f64,
+    log_dir: &Path,
+) -> Result<IdleYield> {
+    let (block, total, idle_block, idle_total) = IDLE_YIELD;
+    let idle = IoTest::start(
+        &o.binary,
+        leaves[1],
+        file,
+        idle_block,
+        idle_total,
+        IoMode::DirectIdle,
+        log_dir,
+    )?;
+    // The idle reader is streaming before the foreground starts.
+    std::thread::sleep(Duration::from_millis(50));
+    let fg = IoTest::start(
+        &o.binary,
+        leaves[0],
+        file,
+        block,
+        total,
+        IoMode::Direct,
+        log_dir,
+    );
+    let fg = fg.and_then(IoTest::finish);
+    let idle = idle.finish()?;
+    Ok(IdleYield {
+        block_bytes: block,
+        alone_bytes_per_sec: alone,
+        beside_idle_bytes_per_sec: fg?,
+        idle_block_bytes: idle_block,
+        idle_bytes_per_sec: idle,
+    })
+}
+
+/// How an I/O test reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoMode {
+    /// O_DIRECT at random offsets, best-effort class (the device's curve).
+    Direct,
+    /// Through the page cache, in order from the start (the worker's stream).
+    Buffered,
+    /// O_DIRECT at random offsets in the idle I/O class (the worker's class).
+    DirectIdle,
 }
 
 /// One `appflow bench-app --io-test` running in a leaf.
@@ -634,15 +769,15 @@ pub struct IoTest {
 }
 
 impl IoTest {
-    /// Starts reading `file` in `block`-byte O_DIRECT reads from `leaf`
-    /// (through the page cache, in order, when `buffered`).
+    /// Starts reading `file` in `block`-byte reads from `leaf`, as `mode`
+    /// says.
     pub fn start(
         binary: &Path,
         leaf: &Leaf,
         file: &Path,
         block: u64,
         total: u64,
-        buffered: bool,
+        mode: IoMode,
         log_dir: &Path,
     ) -> Result<IoTest> {
         let mut argv = vec![
@@ -655,8 +790,10 @@ impl IoTest {
             "--total-bytes".into(),
             total.to_string(),
         ];
-        if buffered {
-            argv.push("--buffered".into());
+        match mode {
+            IoMode::Direct => {}
+            IoMode::Buffered => argv.push("--buffered".into()),
+            IoMode::DirectIdle => argv.push("--idle-class".into()),
         }
         let log = log_dir.join(format!("calibration-{}.log", leaf.name));
         let _ = std::fs::remove_file(&log);

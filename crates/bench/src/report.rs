@@ -71,6 +71,9 @@ pub struct TestbedInfo {
     /// Reading through the page cache on a phone core in the preload
     /// worker's 2 MiB reads, bytes/s (what its stream can fill).
     pub worker_read_bytes_per_sec: Option<f64>,
+    /// A foreground reader while an idle-class reader streams: whether
+    /// idle-class I/O yields to the foreground.
+    pub idle_yield: Option<crate::prepare::IdleYield>,
     /// The domain's CPU budget.
     pub cpu_budget: CpuBudget,
     /// How the profiles were made (`recorded` or `from-spec`).
