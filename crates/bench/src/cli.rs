@@ -347,6 +347,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 .and_then(|t| simdev::stock_launch(&out.measurements, t)),
             anon_alloc_bytes_per_sec: testbed_f64(&out.reports, &["anon_alloc_bytes_per_sec"]),
             worker_read_bytes_per_sec: testbed_f64(&out.reports, &["worker_read_bytes_per_sec"]),
+            oracle_ms: simdev::oracle_launches(&out.measurements),
         };
         write_text(p, &simdev::sim_device_toml(&o, &measured)?)?;
         eprintln!(

@@ -58,13 +58,19 @@ pub struct Leaf {
 /// other work the domain still gets its CPU (each leaf's quota caps it).
 pub const CPU_SHARES: u64 = 16 * 1024;
 
-/// cpu.cfs_period_us of every leaf: 20 ms. Within each period a leaf runs
-/// until its quota is spent and then waits, so a throttled phone core
-/// stalls its app for at most the period's unspent part; a phone does not
-/// freeze its foreground app for tens of milliseconds, and 20 ms keeps
-/// each quota (a third of a core: 6.7 ms) above the kernel's 5 ms
-/// bandwidth slice.
-pub const CPU_PERIOD_US: u64 = 20_000;
+/// cpu.cfs_period_us of every leaf: 4 ms. A budget is a host core that
+/// runs part of each period, not a slower core: within a period a leaf
+/// runs until its quota is spent and then waits, and an app that waits for
+/// a read in that part of the period loses no CPU time, so reads hide in
+/// the waits of a long period as they cannot on a phone core, which is
+/// slower all the time. Measured at 20 ms (16 read/compute phases a launch):
+/// stock's cold `video` launch took 53-75 ms longer than the same launch
+/// with its files cached, for about 190 ms of device time; at 4 ms, 154 ms.
+/// The period is as short as the kernel's 1 ms least quota allows for a
+/// budget of a quarter core ([`crate::prepare`] sets no less); it is under
+/// the kernel's 5 ms bandwidth slice, so a leaf's quota goes to one CPU at
+/// a time: a phone core.
+pub const CPU_PERIOD_US: u64 = 4_000;
 
 /// cpu.cfs_quota_us of a budget of `cores` over [`CPU_PERIOD_US`] (at least
 /// the kernel's minimum of 1 ms).

@@ -21,6 +21,7 @@ use appflow_core::MIB;
 use appflow_sim::devfile::{
     AppEntry, DeviceFile, DeviceSection, PointEntry, StorageSection, WorkloadSection,
 };
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Files at or above this size are "large" in the simulator (its small
@@ -66,6 +67,40 @@ pub struct Measured {
     /// The preload worker's stream on a phone core
     /// (`extra.testbed.worker_read_bytes_per_sec`), bytes/s.
     pub worker_read_bytes_per_sec: Option<f64>,
+    /// Per app, the median oracle launch, ms ([`oracle_launches`]).
+    pub oracle_ms: BTreeMap<String, f64>,
+}
+
+/// Per app, the median of its oracle launches (its files cached, nothing
+/// else running; the same in every scenario), ms.
+pub fn oracle_launches(ms: &[crate::run::Measurement]) -> BTreeMap<String, f64> {
+    let mut by_app: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for l in ms
+        .iter()
+        .filter(|m| m.error.is_none())
+        .flat_map(|m| &m.launches)
+        .filter(|l| l.oracle && l.ready)
+    {
+        by_app.entry(l.app.clone()).or_default().push(l.ms);
+    }
+    by_app
+        .into_iter()
+        .map(|(a, v)| (a, LatencyStats::from_samples(&v).p50))
+        .collect()
+}
+
+/// The cold launch CPU of an app in the emitted file, ms: its spec's, or,
+/// when the run measured its oracle launch (`oracle_ms`), what that launch
+/// took beyond its heap at `anon_fault_ms_per_mib` (the simulator's cached
+/// launch is its CPU plus its heap). On the testbed the launch also starts
+/// the process, opens its files and copies their cached pages on its phone
+/// core, beside the spec's CPU: measured, `video`'s spec CPU is 150 ms and
+/// its cached launch 499-527 ms, of which its heap took about 250.
+fn launch_cpu_ms(spec_ms: f64, anon_mib: f64, oracle_ms: Option<f64>, anon_fault: f64) -> f64 {
+    match oracle_ms.filter(|x| x.is_finite()) {
+        Some(o) => spec_ms.max(o - anon_mib * anon_fault),
+        None => spec_ms,
+    }
 }
 
 /// Stock's cold launch of one target without and with the background load.
@@ -201,7 +236,8 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
          # worker_read_mib_per_sec: {}.\n\
          # The storage curve is the flash device's as the domain measured it (one reader; the model's\n\
          # latency + size / bandwidth when the run has not measured yet); resume_ms is a tenth of the launch CPU\n\
-         # (a switch re-touches the working set). The workload lists are what the testbed launches\n\
+         # (a switch re-touches the working set). cpu_init_ms: {}.\n\
+         # The workload lists are what the testbed launches\n\
          # (back to back: use_ms 0; settle_ms is --settle-ms).\n\
          # reclaim_cache_first: the domain's kernel drops page cache before anonymous memory while\n\
          # page cache lasts (cache trim mode of mm/vmscan.c at swappiness 60); {}.\n\
@@ -254,6 +290,16 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
             Some(_) => "the preload worker's stream on its phone core as the domain measured it (2 MiB reads\n\
                  #   through the page cache, extra.testbed.worker_read_bytes_per_sec): filling the cache costs its CPU".to_string(),
             None => "not set: the worker streams at the storage curve's rate".into(),
+        },
+        if measured.oracle_ms.is_empty() {
+            "the spec's cpu_ms at this scale (the run has no oracle launch)".to_string()
+        } else {
+            format!(
+                "the spec's cpu_ms at this scale, except for {}: its oracle launch (files cached,\n\
+                 #   nothing else running) less its heap at anon_fault_ms_per_mib, when more. The testbed's launch\n\
+                 #   also starts its process, opens its files and copies their cached pages on its phone core",
+                measured.oracle_ms.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
         },
         match measured.stock_file_reclaim_share {
             Some(s) => format!(
@@ -384,7 +430,13 @@ fn round_to(x: f64, digits: i32) -> f64 {
     (x * f).round() / f
 }
 
-fn app_entry(s: &AppSpec, syn: &SyntheticSpec, scale: f64) -> AppEntry {
+fn app_entry(
+    s: &AppSpec,
+    syn: &SyntheticSpec,
+    scale: f64,
+    measured: &Measured,
+    anon_fault: f64,
+) -> AppEntry {
     let l = Layout::new(&s.name, syn, scale, Path::new("/"));
     let small: Vec<u64> = l
         .small
@@ -404,15 +456,22 @@ fn app_entry(s: &AppSpec, syn: &SyntheticSpec, scale: f64) -> AppEntry {
     } else {
         (small.len() as u32, round_to(mib(small.iter().sum()), 4))
     };
+    let anon_mib = round_to(mib(l.anon_bytes()), 4);
+    let cpu_ms = launch_cpu_ms(
+        (cpu_us as f64 / 1000.0).max(1.0),
+        anon_mib,
+        measured.oracle_ms.get(&s.name).copied(),
+        anon_fault,
+    );
     AppEntry {
         name: s.name.clone(),
         class: if s.class == AppClass::Gb { "gb" } else { "low" }.into(),
-        anon_mib: round_to(mib(l.anon_bytes()), 4),
+        anon_mib,
         file_mib: round_to(mib(l.launch_file_bytes()), 4),
         small_files: Some(small_files),
         small_mib: Some(small_mib),
         large_files: Some((l.large.len() + big_small).max(1) as u32),
-        cpu_init_ms: round_to((cpu_us as f64 / 1000.0).max(1.0), 3),
+        cpu_init_ms: round_to(cpu_ms, 3),
         // A switch re-runs a tenth of the launch CPU.
         resume_ms: Some(round_to(cpu_us as f64 / 10_000.0, 3)),
         background_growth: Some(syn.background_growth),
@@ -447,14 +506,16 @@ fn workload_section(o: &BenchOptions, synthetic: &[(&str, AppClass)]) -> Workloa
 pub fn sim_device_toml(o: &BenchOptions, measured: &Measured) -> anyhow::Result<String> {
     let mut synthetic: Vec<(&str, AppClass)> = Vec::new();
     let mut apps = Vec::new();
+    let device = device_section(o, measured);
+    let anon_fault = device.anon_fault_ms_per_mib.unwrap_or(0.0);
     for s in &o.apps {
         if let Some(syn) = s.synthetic() {
             synthetic.push((s.name.as_str(), s.class));
-            apps.push(app_entry(s, syn, o.device.scale));
+            apps.push(app_entry(s, syn, o.device.scale, measured, anon_fault));
         }
     }
     let file = DeviceFile {
-        device: Some(device_section(o, measured)),
+        device: Some(device),
         app: apps,
         workload: Some(workload_section(o, &synthetic)),
     };
@@ -589,9 +650,28 @@ mod tests {
             stock_launch: None,
             anon_alloc_bytes_per_sec: Some(512.0 * MIB as f64),
             worker_read_bytes_per_sec: Some(600.0 * MIB as f64),
+            oracle_ms: BTreeMap::new(),
         };
         let text = sim_device_toml(&o, &m).unwrap();
         assert!(text.contains("zram_ratio = 2.5"), "{text}");
+        assert!(text.contains("cpu_init_ms: the spec's cpu_ms at this scale (the run has no oracle"));
+        let spec_cpu = |text: &str| {
+            let f = appflow_sim::devfile::parse(text, "e").unwrap();
+            let a = f.app.iter().find(|a| a.name == "llm").unwrap();
+            (a.cpu_init_ms, a.anon_mib)
+        };
+        let (llm_spec, llm_anon) = spec_cpu(&text);
+        // An oracle launch of llm sets its launch CPU: what that launch took
+        // beyond its heap (1.9531 ms per MiB); never less than the spec's.
+        let with_oracle = |ms: f64| Measured {
+            oracle_ms: [("llm".to_string(), ms)].into(),
+            ..m.clone()
+        };
+        let text = sim_device_toml(&o, &with_oracle(llm_spec + llm_anon * 1.9531 + 120.0)).unwrap();
+        assert!(text.contains("except for llm: its oracle launch"), "{text}");
+        assert!((spec_cpu(&text).0 - (llm_spec + 120.0)).abs() < 0.01, "{text}");
+        let text = sim_device_toml(&o, &with_oracle(1.0)).unwrap();
+        assert_eq!(spec_cpu(&text).0, llm_spec);
         assert!(
             text.contains("lru_anon_ms_per_mib: not set: the run has no stock launch"),
             "{text}"
