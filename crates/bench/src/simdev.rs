@@ -381,6 +381,14 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
             .map(|r| round_to(r / MIB as f64, 1)),
         file_drop_ms_per_mib: Some(file_ms_per_mib),
         readahead_kib: Some(p.read_ahead_kib),
+        // The flash model's rate at the readahead size: the kernel queues
+        // the next window before the app reaches it, so the device serves
+        // readahead back to back, without the host's round trip a lone
+        // O_DIRECT reader of the measured curve pays.
+        readahead_mib_per_sec: Some(round_to(
+            p.flash.single_reader_bytes_per_sec(p.read_ahead_kib * 1024) / MIB as f64,
+            1,
+        )),
         // Page cache first, unless this run's stock sessions freed mostly
         // anonymous pages.
         reclaim_cache_first: Some(measured.stock_file_reclaim_share.is_none_or(|s| s >= 0.5)),
@@ -654,7 +662,9 @@ mod tests {
         };
         let text = sim_device_toml(&o, &m).unwrap();
         assert!(text.contains("zram_ratio = 2.5"), "{text}");
-        assert!(text.contains("cpu_init_ms: the spec's cpu_ms at this scale (the run has no oracle"));
+        assert!(
+            text.contains("cpu_init_ms: the spec's cpu_ms at this scale (the run has no oracle")
+        );
         let spec_cpu = |text: &str| {
             let f = appflow_sim::devfile::parse(text, "e").unwrap();
             let a = f.app.iter().find(|a| a.name == "llm").unwrap();
@@ -669,7 +679,10 @@ mod tests {
         };
         let text = sim_device_toml(&o, &with_oracle(llm_spec + llm_anon * 1.9531 + 120.0)).unwrap();
         assert!(text.contains("except for llm: its oracle launch"), "{text}");
-        assert!((spec_cpu(&text).0 - (llm_spec + 120.0)).abs() < 0.01, "{text}");
+        assert!(
+            (spec_cpu(&text).0 - (llm_spec + 120.0)).abs() < 0.01,
+            "{text}"
+        );
         let text = sim_device_toml(&o, &with_oracle(1.0)).unwrap();
         assert_eq!(spec_cpu(&text).0, llm_spec);
         assert!(
@@ -678,6 +691,9 @@ mod tests {
         );
         assert!(text.contains("anon_fault_ms_per_mib = 1.9531"), "{text}");
         assert!(text.contains("worker_read_mib_per_sec = 600.0"), "{text}");
+        // The apps' readahead at the flash model's rate for 128 KiB:
+        // 128 KiB / (100 µs + 128 KiB / 2.1 GB/s) = 769.6 MiB/s.
+        assert!(text.contains("readahead_mib_per_sec = 769.6"), "{text}");
         assert!(text.contains("freed 83 % file pages"), "{text}");
         assert!(text.contains("reclaim_cache_first = true"), "{text}");
         assert!(text.contains("  512 KiB  777.2 MiB/s"), "{text}");

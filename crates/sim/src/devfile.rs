@@ -33,6 +33,7 @@
 //! wmark_high_mib = 0            #  all 0 = no kswapd, like a memory cgroup's limit
 //! direct_reclaim_threads = 2.0  # threads of a launching app reclaiming at once
 //! readahead_kib = 128           # readahead of the apps' own large-file reads
+//! readahead_mib_per_sec = 770   # their rate, if not the curve's at readahead_kib
 //! reclaim_cache_first = true    # reclaim drops page cache before anon (default false: proportional)
 //! cpu_budget_cores = 1.0        # cores the launch shares with the daemon's page-out (default: none shared)
 //! preload_budget_mib = 25       # M_p (default: the core's 100 MB; --preload-budget-mb wins)
@@ -136,6 +137,9 @@ pub struct DeviceSection {
     pub direct_reclaim_threads: Option<f64>,
     /// Readahead of the apps' large-file reads, KiB.
     pub readahead_kib: Option<u64>,
+    /// The apps' large-file reads through the readahead, MiB/s (default:
+    /// the storage curve's at `readahead_kib`).
+    pub readahead_mib_per_sec: Option<f64>,
     /// Reclaim drops page cache before anonymous memory while it lasts.
     pub reclaim_cache_first: Option<bool>,
     /// Cores the launching app shares with the daemon's own work.
@@ -481,6 +485,10 @@ pub fn device(f: &DeviceFile, file: &str) -> Result<LoadedDevice, InputError> {
             64.0,
         )?,
         readahead_bytes: readahead,
+        readahead_read_bytes_per_sec: match s.readahead_mib_per_sec {
+            None => base.readahead_read_bytes_per_sec,
+            Some(x) => Some(pos("device.readahead_mib_per_sec", Some(x), 1.0, 1e6)? * MIB as f64),
+        },
         reclaim_cache_first: s.reclaim_cache_first.unwrap_or(base.reclaim_cache_first),
         cpu_budget_cores: match s.cpu_budget_cores {
             None => base.cpu_budget_cores,
@@ -891,6 +899,7 @@ use_ms = 0
             "lru_anon_ms_per_mib",
             "anon_fault_ms_per_mib",
             "worker_read_mib_per_sec",
+            "readahead_mib_per_sec",
         ] {
             let e =
                 dev_err(&GOOD.replace("zram_ratio = 3.0", &format!("zram_ratio = 3.0\n{f} = -2")));

@@ -71,6 +71,13 @@ pub struct Device {
     pub direct_reclaim_threads: f64,
     /// Readahead of the app's own reads of large files, bytes.
     pub readahead_bytes: u64,
+    /// The apps' own large-file reads, bytes/s, when they run at another
+    /// rate than the read curve's at [`Device::readahead_bytes`]: the
+    /// curve is one reader issuing one request at a time, while the
+    /// kernel's readahead queues the next window before the app reaches
+    /// it, so a device that pays a host round trip per lone request (the
+    /// testbed's) serves readahead without it. None: the curve's rate.
+    pub readahead_read_bytes_per_sec: Option<f64>,
     /// Reclaim drops page cache before it pages anonymous memory out, for
     /// as long as page cache is left (Linux's cache trim mode in
     /// mm/vmscan.c: plenty of inactive file pages that are not thrashing
@@ -177,6 +184,7 @@ fn phone(name: &'static str, description: &'static str, dram_gib: u64, cpu: f64)
         direct_reclaim_threads: 3.0,
         // Android's default read_ahead_kb is 128.
         readahead_bytes: 128 * KIB,
+        readahead_read_bytes_per_sec: None,
         // Calibrated with the proportional balance (Android's swappiness
         // 100) to the stock figures above; the testbed's device file sets
         // its own measured behaviour.

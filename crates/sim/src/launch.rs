@@ -134,7 +134,10 @@ impl Rates {
                 .iter()
                 .map(|m| m.small_block_bytes.map(|b| rate_ppm(dev, b)))
                 .collect(),
-            readahead: rate_ppm(dev, dev.readahead_bytes),
+            readahead: match dev.readahead_read_bytes_per_sec {
+                Some(r) => r / appflow_core::PAGE_BYTES as f64 / 1000.0,
+                None => rate_ppm(dev, dev.readahead_bytes),
+            },
             hot_segment: rate_ppm(dev, hot_segment_bytes),
             swap_in: rate_ppm(dev, 32 * KIB),
             device: last.bytes_per_sec / appflow_core::PAGE_BYTES as f64 / 1000.0,
