@@ -18,7 +18,7 @@
 //!   ([`FlashModel::with_round_trip`]): idle I/O yields to the foreground,
 //!   as with an idle-class queue under BFQ/CFQ on a phone. A phone's
 //!   kernel queues a reader's next request before the last one completes;
-//!   the testbed's host takes a round trip to, and an idle request that
+//!   here the reader comes back a round trip later, and an idle request that
 //!   slipped into that gap would hold the device for its whole service
 //!   time: measured in the domain, a 128 KiB reader dropped from 690 to
 //!   476 MB/s beside an idle-class 1 MiB reader.
