@@ -166,7 +166,7 @@ impl<T> FlashModel<T> {
         while self.inside.len() < self.params.queue_depth.max(1) as usize {
             let (q, class) = if let Some(q) = self.normal.pop_front() {
                 (q, IoClass::Normal)
-            } else if now_ns >= self.idle_from_ns() {
+            } else if now_ns >= self.normal_busy_until_ns {
                 match self.idle.pop_front() {
                     Some(q) => (q, IoClass::Idle),
                     None => break,
@@ -189,18 +189,12 @@ impl<T> FlashModel<T> {
         out
     }
 
-    /// When an idle-class request may enter: once the last normal
-    /// request's reader had its round trip to come back.
-    fn idle_from_ns(&self) -> u64 {
-        self.normal_busy_until_ns
-    }
-
     /// When the device next has something to do by itself: a request in it
     /// completes, or a queued idle request may enter.
     pub fn next_event_ns(&self) -> Option<u64> {
         let room = self.inside.len() < self.params.queue_depth.max(1) as usize;
-        let idle =
-            (room && !self.idle.is_empty() && self.normal.is_empty()).then(|| self.idle_from_ns());
+        let idle = (room && !self.idle.is_empty() && self.normal.is_empty())
+            .then_some(self.normal_busy_until_ns);
         self.inside.iter().map(|x| x.0).chain(idle).min()
     }
 

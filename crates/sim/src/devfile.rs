@@ -366,6 +366,11 @@ pub fn device(f: &DeviceFile, file: &str) -> Result<LoadedDevice, InputError> {
         base.swap_write_bytes_per_sec / MIB as f64,
         1e6,
     )?;
+    // An optional rate in MiB/s, as bytes/s; the base's when not given.
+    let mib_rate = |field: &str, v: Option<f64>, dflt: Option<f64>| match v {
+        None => Ok(dflt),
+        Some(x) => pos(field, Some(x), 1.0, 1e6).map(|x| Some(x * MIB as f64)),
+    };
     let nonneg = |field: &str, v: Option<f64>, dflt: f64| -> Result<f64, InputError> {
         match v {
             Some(x) => size(file, field, x, false),
@@ -461,10 +466,11 @@ pub fn device(f: &DeviceFile, file: &str) -> Result<LoadedDevice, InputError> {
             None => base.lru_anon_ms_per_mib,
             Some(x) => Some(size(file, "device.lru_anon_ms_per_mib", x, false)?),
         },
-        worker_read_bytes_per_sec: match s.worker_read_mib_per_sec {
-            None => base.worker_read_bytes_per_sec,
-            Some(x) => Some(pos("device.worker_read_mib_per_sec", Some(x), 1.0, 1e6)? * MIB as f64),
-        },
+        worker_read_bytes_per_sec: mib_rate(
+            "device.worker_read_mib_per_sec",
+            s.worker_read_mib_per_sec,
+            base.worker_read_bytes_per_sec,
+        )?,
         anon_fault_ms_per_mib: nonneg(
             "device.anon_fault_ms_per_mib",
             s.anon_fault_ms_per_mib,
@@ -485,10 +491,11 @@ pub fn device(f: &DeviceFile, file: &str) -> Result<LoadedDevice, InputError> {
             64.0,
         )?,
         readahead_bytes: readahead,
-        readahead_read_bytes_per_sec: match s.readahead_mib_per_sec {
-            None => base.readahead_read_bytes_per_sec,
-            Some(x) => Some(pos("device.readahead_mib_per_sec", Some(x), 1.0, 1e6)? * MIB as f64),
-        },
+        readahead_read_bytes_per_sec: mib_rate(
+            "device.readahead_mib_per_sec",
+            s.readahead_mib_per_sec,
+            base.readahead_read_bytes_per_sec,
+        )?,
         reclaim_cache_first: s.reclaim_cache_first.unwrap_or(base.reclaim_cache_first),
         cpu_budget_cores: match s.cpu_budget_cores {
             None => base.cpu_budget_cores,

@@ -101,9 +101,14 @@ fn beside_daemon(dt: f64, c: f64, debt_ms: f64) -> (f64, f64) {
     (dt - daemon / shared * (1.0 - shared / alone), debt)
 }
 
+/// A rate in bytes/s as pages per ms.
+fn ppm(bytes_per_sec: f64) -> f64 {
+    bytes_per_sec / appflow_core::PAGE_BYTES as f64 / 1000.0
+}
+
 /// Read rate at a block size on `dev`, pages per ms.
 pub(crate) fn rate_ppm(dev: &Device, block_bytes: u64) -> f64 {
-    dev.read_curve.throughput(block_bytes) / appflow_core::PAGE_BYTES as f64 / 1000.0
+    ppm(dev.read_curve.throughput(block_bytes))
 }
 
 /// The read rates the launch loop and the worker use at every step, looked
@@ -135,15 +140,13 @@ impl Rates {
                 .map(|m| m.small_block_bytes.map(|b| rate_ppm(dev, b)))
                 .collect(),
             readahead: match dev.readahead_read_bytes_per_sec {
-                Some(r) => r / appflow_core::PAGE_BYTES as f64 / 1000.0,
+                Some(r) => ppm(r),
                 None => rate_ppm(dev, dev.readahead_bytes),
             },
             hot_segment: rate_ppm(dev, hot_segment_bytes),
             swap_in: rate_ppm(dev, 32 * KIB),
-            device: last.bytes_per_sec / appflow_core::PAGE_BYTES as f64 / 1000.0,
-            worker: dev
-                .worker_read_bytes_per_sec
-                .map(|r| r / appflow_core::PAGE_BYTES as f64 / 1000.0),
+            device: ppm(last.bytes_per_sec),
+            worker: dev.worker_read_bytes_per_sec.map(ppm),
         }
     }
 
