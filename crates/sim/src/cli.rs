@@ -9,6 +9,7 @@ use crate::device::{self, DEVICE_NAMES};
 use crate::engine::SimConfig;
 use crate::output;
 use crate::policy::{self, Policy};
+use crate::population;
 use crate::trace;
 use crate::workload::{self, Setup, Workload, WORKLOAD_NAMES};
 use appflow_core::report::RunReport;
@@ -34,7 +35,7 @@ pub enum Format {
 #[derive(clap::Args, Debug, Clone)]
 #[command(
     about = "Deterministic phone simulator: compare memory policies on the AppFlow paper's workloads",
-    after_help = "Examples:\n  appflow sim --device pixel8-6gb --workload high --seed 1\n  appflow sim --workload multitask --device pixel7-6gb --compare-paper\n  appflow sim --generate-trace t.csv --days 100 --apps 60 --seed 1\n  appflow sim --device pixel8-8gb --workload trace --trace t.csv --policy android,appflow\n  appflow sim --device-file crates/bench/sim-device.default.toml --workload high --policy android,paralfetch,appflow"
+    after_help = "Examples:\n  appflow sim --device pixel8-6gb --workload high --seed 1\n  appflow sim --workload multitask --device pixel7-6gb --compare-paper\n  appflow sim --generate-trace t.csv --days 100 --apps 60 --seed 1\n  appflow sim --generate-trace fleet.csv --users 48 --population mixed --days 30 --seed 1\n  appflow sim --device pixel8-8gb --workload trace --trace t.csv --policy android,appflow\n  appflow sim --device-file crates/bench/sim-device.default.toml --workload high --policy android,paralfetch,appflow"
 )]
 pub struct SimArgs {
     /// Device preset (pixel7-6gb, pixel7-8gb, pixel8-6gb, pixel8-8gb, headunit-4gb).
@@ -89,6 +90,15 @@ pub struct SimArgs {
     /// Apps in the generated trace (at least the 23 GB-scale and low-memory apps; at most the catalogue).
     #[arg(long, default_value_t = 60)]
     pub apps: usize,
+    /// Users in the generated trace, drawn from --population (1-100000;
+    /// without --users and --population: the single-user generator).
+    #[arg(long)]
+    pub users: Option<usize>,
+    /// Mix of generated users (docs/sim.md "A user population"): mixed (the
+    /// published mix, default with --users), uniform, one type (light,
+    /// typical, heavy, gb-heavy, work, night, regular), or type=weight,...
+    #[arg(long)]
+    pub population: Option<String>,
     /// Preload budget M_p in MiB (default: the core's 100 MB, the AppFlow paper §4.1).
     #[arg(long)]
     pub preload_budget_mb: Option<u64>,
@@ -141,6 +151,9 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if let Some(path) = &a.generate_trace {
+        if a.users.is_some() || a.population.is_some() {
+            return generate_population(&a, &cat, path);
+        }
         let (text, st) = trace::generate(&cat, a.days, a.apps, a.seed)?;
         output::write_atomic(path, &text)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
@@ -171,6 +184,31 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?,
         None => std::io::stdout().lock().write_all(text.as_bytes())?,
     }
+    Ok(())
+}
+
+/// `--generate-trace` with `--users` / `--population`: a population of users.
+fn generate_population(
+    a: &SimArgs,
+    cat: &[catalog::AppSpec],
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
+    let pop = match &a.population {
+        Some(s) => population::Population::parse(s)?,
+        None => population::Population::mixed(),
+    };
+    let users = a.users.unwrap_or(1);
+    let (events, _, st) = population::generate(cat, users, a.days, a.apps, a.seed, &pop)?;
+    output::write_atomic(path, &population::to_csv(&events))
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    eprintln!(
+        "wrote {}: {users} users, {} days, {} events, {:.1} % of re-opens within 30 min\n{}",
+        path.display(),
+        st.days,
+        events.len(),
+        st.reaccess_30min_share * 100.0,
+        st.table().trim_end()
+    );
     Ok(())
 }
 

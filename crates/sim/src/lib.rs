@@ -15,6 +15,7 @@
 //! | [`worker`] | the preload worker and the mechanism traits the scheduler acts through |
 //! | [`peers`] | kernel variants of other systems (Acclaim) |
 //! | [`trace`] | the app-usage trace format, its reader and the long-trace generator |
+//! | [`population`] | generated users who differ (light, heavy, GB-app-heavy, work, night) from published app-usage figures |
 //! | [`workload`] | the §6.1 scenarios, multitask rounds, trace replay, and the report they produce |
 //! | [`output`] | table / JSON / CSV output, SVG plot and the paper's reported figures |
 //! | [`cli`] | `appflow sim` arguments and entry point |
@@ -29,6 +30,7 @@ pub mod launch;
 pub mod output;
 pub mod peers;
 pub mod policy;
+pub mod population;
 pub mod rng;
 pub mod trace;
 pub mod worker;

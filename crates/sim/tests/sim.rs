@@ -39,6 +39,8 @@ fn args(device: &str, workload: &str, policy: &str) -> SimArgs {
         generate_trace: None,
         days: 100,
         apps: 60,
+        users: None,
+        population: None,
         preload_budget_mb: None,
         kswapd_batch_kib: None,
         list: false,
@@ -559,4 +561,41 @@ fn the_scheduler_ticks_through_background_growth_on_a_testbed_device() {
         appflow <= 1.25 * amr,
         "appflow {appflow} vs its AMR alone {amr}"
     );
+}
+
+/// `--generate-trace` with `--users` / `--population` writes a trace the
+/// replay reads back, one user id per generated user; without the two
+/// flags it writes the single-user generator's text, byte for byte; a bad
+/// population writes nothing.
+#[test]
+fn the_population_generator_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let cat = catalogue();
+    let single = dir.path().join("single.csv");
+    let mut a = args("pixel8-6gb", "trace", "android");
+    a.days = 3;
+    a.generate_trace = Some(single.clone());
+    appflow_sim::cli::run(a.clone()).unwrap();
+    let (expected, _) = trace::generate(&cat, 3, 60, 1).unwrap();
+    assert_eq!(std::fs::read_to_string(&single).unwrap(), expected);
+    let fleet = dir.path().join("fleet.csv");
+    a.generate_trace = Some(fleet.clone());
+    a.users = Some(12);
+    a.population = Some("light=1,gb-heavy=1,night=1".into());
+    appflow_sim::cli::run(a.clone()).unwrap();
+    let r = TraceReader::open(&fleet, &cat).unwrap();
+    let users = r.users();
+    assert_eq!(users.len(), 12);
+    assert!(users
+        .iter()
+        .all(|u| u.ends_with("-light") || u.ends_with("-gb-heavy") || u.ends_with("-night")));
+    let bad = dir.path().join("bad.csv");
+    a.generate_trace = Some(bad.clone());
+    a.population = Some("light=1,crowd=2".into());
+    let e = input_error(appflow_sim::cli::run(a.clone()).unwrap_err());
+    assert!(e.contains("crowd") && e.contains("gb-heavy"), "{e}");
+    a.population = None;
+    a.users = Some(0);
+    input_error(appflow_sim::cli::run(a).unwrap_err());
+    assert!(!bad.exists());
 }
