@@ -15,7 +15,7 @@ use appflow_sim::catalog::{self, AppModel, AppSpec};
 use appflow_sim::fleet::{self, Batch, LaunchRow, UserRow, UserTrace};
 use appflow_sim::trace::{EventKind, TraceEvent};
 use appflow_sim::{devfile, device, engine::SimConfig, policy, population};
-use arrow_array::ffi_stream::{RecordBatchStreamReader, FFI_ArrowArrayStream};
+use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, RecordBatchIterator,
     RecordBatchReader, StringArray, UInt64Array,
@@ -172,21 +172,57 @@ macro_rules! columns {
 }
 
 fn user_table(rows: &[UserRow]) -> PyResult<ArrowStream> {
-    stream(columns!(rows, [
-        user, device, policy, seed, days, launches, cold_launches, warm_launches,
-        hot_launches, cold_mean_ms, cold_p50_ms, cold_p90_ms, launch_mean_ms,
-        under_1s_share, cold_relaunches, gb_scale_cold_relaunches,
-        gb_scale_cold_launches, kills, oom_kills, survivors, direct_reclaims,
-        direct_reclaim_stall_ms, refault_ratio, preload_bytes_peak,
-        amr_mode_switches, reclaim_step_changes, prepage_switches, stuck_launches,
-    ]))
+    stream(columns!(
+        rows,
+        [
+            user,
+            device,
+            policy,
+            seed,
+            days,
+            launches,
+            cold_launches,
+            warm_launches,
+            hot_launches,
+            cold_mean_ms,
+            cold_p50_ms,
+            cold_p90_ms,
+            launch_mean_ms,
+            under_1s_share,
+            cold_relaunches,
+            gb_scale_cold_relaunches,
+            gb_scale_cold_launches,
+            kills,
+            oom_kills,
+            survivors,
+            direct_reclaims,
+            direct_reclaim_stall_ms,
+            refault_ratio,
+            preload_bytes_peak,
+            amr_mode_switches,
+            reclaim_step_changes,
+            prepage_switches,
+            stuck_launches,
+        ]
+    ))
 }
 
 fn launch_table(rows: &[LaunchRow]) -> PyResult<ArrowStream> {
-    stream(columns!(rows, [
-        user, device, policy, seed, at_ms, app, gb_scale, kind,
-        relaunch_after_kill, latency_ms,
-    ]))
+    stream(columns!(
+        rows,
+        [
+            user,
+            device,
+            policy,
+            seed,
+            at_ms,
+            app,
+            gb_scale,
+            kind,
+            relaunch_after_kill,
+            latency_ms,
+        ]
+    ))
 }
 
 // ---------------------------------------------------------------------
@@ -264,7 +300,15 @@ impl Device {
     }
 
     fn __repr__(&self) -> String {
-        format!("Device.{}({:?})", if self.source.0 == "preset" { "preset" } else { "from_toml" }, self.source.1)
+        format!(
+            "Device.{}({:?})",
+            if self.source.0 == "preset" {
+                "preset"
+            } else {
+                "from_toml"
+            },
+            self.source.1
+        )
     }
 }
 
@@ -309,7 +353,11 @@ impl Trace {
     /// which give the row (1-based).
     #[staticmethod]
     #[pyo3(signature = (stream, source="arrow"))]
-    fn _from_arrow_stream(py: Python<'_>, stream: Bound<'_, PyAny>, source: &str) -> PyResult<Self> {
+    fn _from_arrow_stream(
+        py: Python<'_>,
+        stream: Bound<'_, PyAny>,
+        source: &str,
+    ) -> PyResult<Self> {
         let capsule = stream.call_method0("__arrow_c_stream__")?;
         let capsule = capsule.cast::<PyCapsule>()?;
         let ptr = capsule.pointer_checked(Some(c"arrow_array_stream"))?;
@@ -333,8 +381,17 @@ impl Trace {
         let app: Vec<&str> = evs.iter().map(|e| e.app.as_str()).collect();
         let ev: Vec<&str> = evs.iter().map(|e| kind_name(e.kind)).collect();
         stream(vec![
-            ("user", (DataType::Utf8, Arc::new(StringArray::from(user)) as ArrayRef)),
-            ("timestamp", (DataType::Int64, Arc::new(Int64Array::from(ts)))),
+            (
+                "user",
+                (
+                    DataType::Utf8,
+                    Arc::new(StringArray::from(user)) as ArrayRef,
+                ),
+            ),
+            (
+                "timestamp",
+                (DataType::Int64, Arc::new(Int64Array::from(ts))),
+            ),
             ("app", (DataType::Utf8, Arc::new(StringArray::from(app)))),
             ("event", (DataType::Utf8, Arc::new(StringArray::from(ev)))),
         ])
@@ -365,7 +422,9 @@ impl Trace {
             .iter()
             .map(|&i| {
                 self.users.get(i).cloned().ok_or_else(|| {
-                    value_error(format!("user position {i} is out of range (the trace has {n} users)"))
+                    value_error(format!(
+                        "user position {i} is out of range (the trace has {n} users)"
+                    ))
                 })
             })
             .collect::<PyResult<Vec<_>>>()?;
@@ -380,7 +439,11 @@ impl Trace {
     }
 
     fn __repr__(&self) -> String {
-        format!("Trace({} users, {} events)", self.users.len(), self.num_events())
+        format!(
+            "Trace({} users, {} events)",
+            self.users.len(),
+            self.num_events()
+        )
     }
 }
 
@@ -397,7 +460,10 @@ fn read_arrow(reader: RecordBatchStreamReader, source: &str) -> PyResult<Vec<Tra
             return Err(value_error(format!(
                 "{source}: column {name:?} is {}, expected {}",
                 f.data_type(),
-                want.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" or ")
+                want.iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
             )));
         }
         Ok(i)
@@ -439,7 +505,9 @@ fn read_arrow(reader: RecordBatchStreamReader, source: &str) -> PyResult<Vec<Tra
                 }
             }
             if t.is_null(k) || t.value(k) < 0 {
-                return Err(err("timestamp is missing or negative (Unix ms expected)".into()));
+                return Err(err(
+                    "timestamp is missing or negative (Unix ms expected)".into()
+                ));
             }
             let (user, app, ev, ts) = (u.value(k), a.value(k), e.value(k), t.value(k) as u64);
             if user.is_empty() {
@@ -448,13 +516,20 @@ fn read_arrow(reader: RecordBatchStreamReader, source: &str) -> PyResult<Vec<Tra
             if !names.contains(app) {
                 return Err(err(format!(
                     "unknown app {app:?}; valid apps: {}",
-                    cat.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
+                    cat.iter()
+                        .map(|a| a.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )));
             }
             let kind = match ev.to_ascii_lowercase().as_str() {
                 "open" | "launch" | "foreground" => EventKind::Open,
                 "close" | "background" | "home" => EventKind::Close,
-                other => return Err(err(format!("unknown event {other:?}; valid events: open, close"))),
+                other => {
+                    return Err(err(format!(
+                        "unknown event {other:?}; valid events: open, close"
+                    )))
+                }
             };
             let prev = last.entry(user.to_string()).or_insert(0);
             if ts < *prev {
@@ -491,7 +566,8 @@ fn generate_trace(
 ) -> PyResult<Trace> {
     let pop = population::Population::parse(population).map_err(value_error)?;
     let events = detached(py, move |_| {
-        population::generate(&catalog::catalogue(), users, days, apps, seed, &pop).map(|(e, _, _)| e)
+        population::generate(&catalog::catalogue(), users, days, apps, seed, &pop)
+            .map(|(e, _, _)| e)
     })?
     .map_err(value_error)?;
     Ok(Trace {
@@ -518,7 +594,8 @@ fn simulate(
 ) -> PyResult<(ArrowStream, Option<ArrowStream>)> {
     let pols = policy::parse_list(policies).map_err(value_error)?;
     // Apps of the trace must be the device's (a device file may bring its own).
-    let known: std::collections::HashSet<&str> = device.apps.iter().map(|a| a.name.as_str()).collect();
+    let known: std::collections::HashSet<&str> =
+        device.apps.iter().map(|a| a.name.as_str()).collect();
     for u in trace.users.iter() {
         if let Some(e) = u.events.iter().find(|e| !known.contains(e.app.as_str())) {
             return Err(value_error(format!(
@@ -526,7 +603,12 @@ fn simulate(
                 u.user,
                 e.app,
                 device.dev.name,
-                device.apps.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
+                device
+                    .apps
+                    .iter()
+                    .map(|a| a.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
     }
@@ -573,7 +655,10 @@ fn run_scenario(
     threads: usize,
 ) -> PyResult<String> {
     let (device_name, device_file) = match device.source.0.as_str() {
-        "file" => ("pixel8-6gb".to_string(), Some(PathBuf::from(&device.source.1))),
+        "file" => (
+            "pixel8-6gb".to_string(),
+            Some(PathBuf::from(&device.source.1)),
+        ),
         _ => (device.source.1.clone(), None),
     };
     let args = appflow_sim::cli::SimArgs {
@@ -638,11 +723,23 @@ fn catalogue() -> PyResult<ArrowStream> {
         })
         .collect();
     stream(vec![
-        ("name", Column::array(cat.iter().map(|a| a.name.clone()).collect::<Vec<_>>())),
+        (
+            "name",
+            Column::array(cat.iter().map(|a| a.name.clone()).collect::<Vec<_>>()),
+        ),
         ("class", Column::array(class)),
-        ("anon_mib", Column::array(cat.iter().map(|a| a.anon_mib).collect::<Vec<_>>())),
-        ("file_mib", Column::array(cat.iter().map(|a| a.file_mib).collect::<Vec<_>>())),
-        ("small_files", Column::array(cat.iter().map(|a| a.small_files as u64).collect::<Vec<_>>())),
+        (
+            "anon_mib",
+            Column::array(cat.iter().map(|a| a.anon_mib).collect::<Vec<_>>()),
+        ),
+        (
+            "file_mib",
+            Column::array(cat.iter().map(|a| a.file_mib).collect::<Vec<_>>()),
+        ),
+        (
+            "small_files",
+            Column::array(cat.iter().map(|a| a.small_files as u64).collect::<Vec<_>>()),
+        ),
     ])
 }
 

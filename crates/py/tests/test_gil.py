@@ -1,8 +1,12 @@
-"""Every long call releases the GIL: two threads each simulating a user
-take about one thread's wall time (the issue's bound is 1.2x, measured on a
-quiet machine by crates/py/bench/gil.py; here, on a shared CI machine, the
-test asserts < 1.6x: a held GIL would give 2x). Ctrl-C raises
-KeyboardInterrupt."""
+"""Every long call releases the GIL, and Ctrl-C raises KeyboardInterrupt.
+
+* A pure-Python thread keeps counting while another thread simulates
+  (with the GIL held it would stop): this holds on any machine.
+* Two threads each simulating a user take about one thread's wall time
+  (the issue's bound, 1.2x, is measured by crates/py/bench/gil.py into
+  results/py/gil.json). The wall-time ratio only means something when two
+  cores are free, so this test skips, saying so, on a busy machine.
+"""
 import _thread
 import os
 import statistics
@@ -20,7 +24,39 @@ def _one(trace, dev):
     af.simulate(trace, dev, "appflow", threads=1)
 
 
+def test_a_python_thread_runs_while_another_simulates():
+    trace = af.generate_trace(users=1, days=6, seed=2, population="heavy")
+    dev = af.Device.preset("pixel8-8gb")
+    count = [0]
+    stop = threading.Event()
+
+    def counter():
+        while not stop.is_set():
+            count[0] += 1
+
+    def counted(f):
+        count[0] = 0
+        c = threading.Thread(target=counter)
+        c.start()
+        t0 = time.perf_counter()
+        f()
+        took = time.perf_counter() - t0
+        stop.set()
+        c.join()
+        stop.clear()
+        return count[0] / took
+
+    during_sim = counted(lambda: _one(trace, dev))
+    during_sleep = counted(lambda: time.sleep(0.5))
+    # With the GIL held for the whole call the counter would barely move.
+    assert during_sim > 0.2 * during_sleep, (during_sim, during_sleep)
+
+
 def test_two_threads_take_about_one_threads_time():
+    load = os.getloadavg()[0]
+    if load > 0.5 * (os.cpu_count() or 1):
+        pytest.skip(f"machine busy (load average {load:.1f} on {os.cpu_count()} cores): "
+                    "a wall-time ratio needs two free cores; see results/py/gil.json")
     trace = af.generate_trace(users=1, days=6, seed=2, population="heavy")
     dev = af.Device.preset("pixel8-8gb")
     _one(trace, dev)  # warm
@@ -36,7 +72,7 @@ def test_two_threads_take_about_one_threads_time():
         for t in ts:
             t.join()
         ratios.append((time.perf_counter() - t0) / one)
-    assert statistics.median(ratios) < 1.6, ratios
+    assert statistics.median(ratios) < 1.3, ratios
 
 
 def test_ctrl_c_interrupts_a_long_simulation():

@@ -92,19 +92,14 @@ class Trace:
                 f"{source}: no column {missing[0]!r}; a trace has columns "
                 f"{', '.join(TRACE_COLUMNS)} (docs/sim.md), found {', '.join(table.column_names)}"
             )
-        try:
-            table = table.select(list(TRACE_COLUMNS)).cast(
-                pa.schema(
-                    [
-                        ("user", pa.string()),
-                        ("timestamp", pa.int64()),
-                        ("app", pa.string()),
-                        ("event", pa.string()),
-                    ]
-                )
-            )
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise ValueError(f"{source}: {e}") from None
+        types = {"user": pa.string(), "timestamp": pa.int64(), "app": pa.string(), "event": pa.string()}
+        cols = []
+        for name in TRACE_COLUMNS:
+            try:
+                cols.append(table.column(name).cast(types[name]))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise ValueError(f"{source}: column {name!r} is not {types[name]}: {e}") from None
+        table = pa.table(cols, names=list(TRACE_COLUMNS))
         return Trace(_native.Trace._from_arrow_stream(table, source))
 
     @staticmethod
