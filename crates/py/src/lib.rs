@@ -664,26 +664,13 @@ fn run_scenario(
     let args = appflow_sim::cli::SimArgs {
         device: device_name,
         device_file,
-        apps_file: None,
         workload: workload.into(),
         policy: policies.into(),
         seed,
         format: appflow_sim::cli::Format::Json,
-        output: None,
-        plot: None,
-        compare_paper: false,
         targets: targets.unwrap_or_default(),
-        trace: None,
-        generate_trace: None,
-        days: 100,
-        apps: 60,
-        users: None,
-        population: None,
-        preload_budget_mb: None,
-        kswapd_batch_kib: None,
-        list: false,
-        per_user: None,
         threads,
+        ..Default::default()
     };
     if workload == "trace" {
         return Err(value_error(

@@ -120,6 +120,19 @@ pub struct SimArgs {
     pub threads: usize,
 }
 
+impl Default for SimArgs {
+    /// The arguments of a bare `appflow sim`: every flag at its default
+    /// (for library callers such as the Python binding).
+    fn default() -> Self {
+        #[derive(clap::Parser)]
+        struct Bare {
+            #[command(flatten)]
+            a: SimArgs,
+        }
+        <Bare as clap::Parser>::parse_from(["sim"]).a
+    }
+}
+
 /// The catalogue and workload lists of a run: the built-in ones, or those
 /// of `--apps-file` (else of the device file's `[[app]]` list).
 pub fn catalogue_of(a: &SimArgs) -> anyhow::Result<(Vec<catalog::AppSpec>, Setup)> {

@@ -659,3 +659,14 @@ fn per_user_rows_agree_with_the_summary_on_one_user() {
     assert!(e.contains(".csv or .json"), "{e}");
     assert!(!bad.exists() && !dir.path().join("rows.txt").exists());
 }
+
+/// `SimArgs::default()` is a bare `appflow sim`.
+#[test]
+fn default_args_are_the_cli_defaults() {
+    let d = SimArgs::default();
+    assert_eq!(
+        (d.device.as_str(), d.workload.as_str(), d.seed),
+        ("pixel8-6gb", "high", 1)
+    );
+    assert_eq!((d.days, d.apps, d.users, d.per_user), (100, 60, None, None));
+}
