@@ -6,11 +6,14 @@ Generates the 100-day trace with the CLI (--days 100 --apps 60 --seed 1),
 then, interleaved REPS times: the CLI's replay (`appflow sim --workload
 trace --policy P --threads 1 --format json`, process wall time) and the
 Python call (Trace.from_csv + simulate(threads=1) + the pyarrow table,
-wall time in this process). Prints JSON: per policy the medians, spread and
-the median of the per-pair ratios python/cli - 1.
+wall time in this process). Wall and CPU time (user + system: the CLI
+child's rusage, this process's for the call) are both kept; CPU time is
+the steadier on a shared machine. Prints JSON: per policy the medians,
+spread and the median of the per-pair ratios python/cli - 1.
 """
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,15 +38,25 @@ def main():
            "reps": REPS, "policies": {}}
     for pol in POLICIES:
         cli, py, ratios, same = [], [], [], True
+        cli_cpu, py_cpu, cpu_ratios = [], [], []
         for _ in range(REPS):
+            ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+            c0 = ru.ru_utime + ru.ru_stime
             t0 = time.perf_counter()
             r = subprocess.run([EXE, "sim", "--device", dev.name, "--workload", "trace", "--trace", trace,
                                 "--policy", pol, "--threads", "1", "--format", "json"],
                                check=True, capture_output=True, text=True)
             c = time.perf_counter() - t0
+            ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cc = ru.ru_utime + ru.ru_stime - c0
+            p0 = time.process_time()
             t0 = time.perf_counter()
             res = af.simulate(af.Trace.from_csv(trace), dev, pol, threads=1)
             p = time.perf_counter() - t0
+            pc = time.process_time() - p0
+            cli_cpu.append(cc)
+            py_cpu.append(pc)
+            cpu_ratios.append(pc / cc - 1)
             cli.append(c)
             py.append(p)
             ratios.append(p / c - 1)
@@ -58,6 +71,10 @@ def main():
             "python_median_s": round(statistics.median(py), 3),
             "overhead_median_percent": round(100 * statistics.median(ratios), 2),
             "overhead_min_max_percent": [round(100 * min(ratios), 2), round(100 * max(ratios), 2)],
+            "cli_cpu_s": [round(x, 3) for x in cli_cpu],
+            "python_cpu_s": [round(x, 3) for x in py_cpu],
+            "cpu_overhead_median_percent": round(100 * statistics.median(cpu_ratios), 2),
+            "cpu_overhead_min_max_percent": [round(100 * min(cpu_ratios), 2), round(100 * max(cpu_ratios), 2)],
             "same_numbers_as_cli": same,
         }
     out["loadavg_end"] = os.getloadavg()
