@@ -10,7 +10,10 @@ other work keeps busy the wall ratio measures the free cores, not the GIL,
 so two load-independent signs are kept too: the process's CPU time over
 the two-thread wall (above 1 only if both simulations ran at once, which a
 held GIL forbids), and how fast a pure-Python counter thread runs during a
-simulation against during a sleep (about 0 with the GIL held).
+simulation against during a sleep (about 0 with the GIL held), and the
+two threads' finish spread, |end1 - end2| over the two calls' whole span
+(about 0.5 with the GIL held, the second call waiting for the first;
+about 0 when they run at once, however few cores they get).
 """
 import json
 import os
@@ -31,12 +34,18 @@ def main():
         af.simulate(trace, dev, "appflow", threads=1)
 
     one()
-    singles, doubles, ratios, parallel = [], [], [], []
+    singles, doubles, ratios, parallel, spread = [], [], [], [], []
+
+    def timed_one(out):
+        t0 = time.perf_counter()
+        one()
+        out.append((t0, time.perf_counter()))
     for _ in range(REPS):
         t0 = time.perf_counter()
         one()
         s = time.perf_counter() - t0
-        ts = [threading.Thread(target=one) for _ in range(2)]
+        spans = []
+        ts = [threading.Thread(target=timed_one, args=(spans,)) for _ in range(2)]
         c0 = time.process_time()
         t0 = time.perf_counter()
         for t in ts:
@@ -45,6 +54,8 @@ def main():
             t.join()
         d = time.perf_counter() - t0
         parallel.append(round((time.process_time() - c0) / d, 3))
+        (s0, e0), (s1, e1) = spans
+        spread.append(round(abs(e1 - e0) / (max(e0, e1) - min(s0, s1)), 3))
         singles.append(round(s, 3))
         doubles.append(round(d, 3))
         ratios.append(round(d / s, 3))
@@ -70,6 +81,8 @@ def main():
     during_sleep = rate(lambda: time.sleep(1.0))
     print(json.dumps({
         "work": "1 heavy user x 60 days, appflow, pixel8-8gb, threads=1 per call",
+        "two_threads_finish_spread": spread,
+        "two_threads_finish_spread_median": statistics.median(spread),
         "two_threads_cpu_over_wall": parallel,
         "two_threads_cpu_over_wall_median": statistics.median(parallel),
         "python_counter_rate_during_simulation_over_during_sleep": round(during_sim / during_sleep, 3),
