@@ -4,7 +4,7 @@ local directory (safetensors, mapped by from_pretrained) and generates.
     python ml_app.py MODEL_DIR
 
 Ready marker: the line `token N` of its first generated token. It then
-generates 15 more tokens, as a chat app streams its answer, and exits.
+generates 3 more tokens, as a chat app streams its answer, and exits.
 """
 import sys
 import time
@@ -20,7 +20,7 @@ with torch.no_grad():
     out = model(input_ids=ids, use_cache=True)
     tok = int(out.logits[0, -1].argmax())
     print(f"token {tok}", flush=True)
-    for _ in range(15):
+    for _ in range(3):
         out = model(input_ids=torch.tensor([[tok]]), past_key_values=out.past_key_values,
                     use_cache=True)
         tok = int(out.logits[0, -1].argmax())
