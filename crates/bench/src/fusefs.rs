@@ -355,15 +355,19 @@ impl Passthrough {
         let opened = std::fs::OpenOptions::new().read(true).write(true).open(p);
         match opened.and_then(|f| self.add_writable(f)) {
             Ok(fh) => {
-                let direct = if flags & libc::O_DIRECT != 0 {
-                    fuser::consts::FOPEN_DIRECT_IO
-                } else {
-                    0
-                };
-                reply.opened(fh, direct);
+                reply.opened(fh, direct_io(flags));
             }
             Err(e) => reply.error(errno(&e)),
         }
+    }
+}
+
+/// FOPEN_DIRECT_IO for an O_DIRECT open of a file this mount created.
+fn direct_io(flags: i32) -> u32 {
+    if flags & libc::O_DIRECT != 0 {
+        fuser::consts::FOPEN_DIRECT_IO
+    } else {
+        0
     }
 }
 
@@ -485,12 +489,7 @@ impl Filesystem for Passthrough {
                     Ok(fh) => fh,
                     Err(e) => return reply.error(errno(&e)),
                 };
-                let direct = if flags & libc::O_DIRECT != 0 {
-                    fuser::consts::FOPEN_DIRECT_IO
-                } else {
-                    0
-                };
-                reply.created(&TTL, &a, 0, fh, direct);
+                reply.created(&TTL, &a, 0, fh, direct_io(flags));
             }
             Err(e) => reply.error(errno(&e)),
         }
