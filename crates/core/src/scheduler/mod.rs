@@ -394,6 +394,7 @@ impl Scheduler {
         declared: &[String],
         self_pids: &[u32],
     ) -> Self {
+        let regime_ms = cfg.reclaim.refault_regime_ms;
         let apps = declared
             .iter()
             .map(|a| (a.clone(), AppState::default()))
@@ -430,7 +431,7 @@ impl Scheduler {
             readahead_raised: false,
             readahead_unsupported: false,
             footprints: FootprintTable::new(),
-            refault: crate::refault::RefaultController::new(),
+            refault: crate::refault::RefaultController::with_regime(regime_ms),
             step_knob: refaulting::StepKnob::Unknown,
             self_pids: self_pids.iter().copied().collect(),
             pending: Vec::new(),
