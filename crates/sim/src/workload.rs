@@ -656,6 +656,15 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
         )),
     );
     extra.insert("amr_mode_switches".into(), json!(c.amr_switches));
+    // The re-fault ratio's two counts (the summary's ratio is rounded).
+    extra.insert(
+        "refault_pages".into(),
+        json!(c.refault_file_pages + c.refault_anon_pages),
+    );
+    extra.insert(
+        "evicted_pages".into(),
+        json!(c.evicted_file_pages + c.evicted_anon_pages),
+    );
     // The re-fault study's direct-reclaim share: pages reclaimed by anyone
     // but kswapd over all pages reclaimed (whole run).
     let evicted = c.evicted_file_pages + c.evicted_anon_pages;
@@ -678,8 +687,10 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
         );
     }
     if let Some(p) = &c.prepage {
-        // ASAP: switches prepaged, those the room cut, and the feedback.
+        // ASAP: switches prepaged, those the room cut, and the feedback
+        // (precision per kind beside the ASAP paper's invariant shares).
         let mib = |b: u64| round3(b as f64 / 1048576.0);
+        let by_kind = p.feedback.precision_by_kind();
         extra.insert(
             "prepage".into(),
             json!({
@@ -688,6 +699,8 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
                 "bounded_by_room": p.bounded,
                 "bounded_out_mib": mib(p.bounded_out_bytes),
                 "precision": p.feedback.precision().map(round3),
+                "precision_anon": by_kind.anon.map(round3),
+                "precision_file": by_kind.file.map(round3),
                 "recall": p.feedback.recall().map(round3),
             }),
         );

@@ -314,6 +314,9 @@ struct AppState {
     /// (kept only by policies that prepage switches), each with the number
     /// of the last tick that attributed it (see `note_app_procs`).
     seen: BTreeMap<ProcId, u64>,
+    /// The app's open foreground window is a switch (not its launch): only
+    /// a switch's window teaches ASAP's estimator (`end_window`).
+    switch_window: bool,
 }
 
 const DECISIONS_KEPT: usize = 64;
@@ -743,7 +746,7 @@ impl Scheduler {
                 self.foreground = Some(app.to_string());
                 self.fg_notified = true;
                 self.standby_dirty = true;
-                self.start_window(app, now_ms, preload);
+                self.start_window(app, false, now_ms, preload);
                 reply = self.start_launch(app, now_ms, preload);
             }
             EventKind::Launched => {
