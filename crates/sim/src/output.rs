@@ -551,7 +551,13 @@ pub fn table(report: &RunReport, compare_paper: bool) -> String {
                 let fmt = |x: f64| {
                     if f.relative {
                         pct(x)
-                    } else if f.metric == "under_1s_share" || f.metric == "refault_ratio" {
+                    } else if matches!(
+                        f.metric,
+                        "under_1s_share"
+                            | "refault_ratio"
+                            | "prepage_precision_anon"
+                            | "prepage_precision_file"
+                    ) {
                         format!("{:.1} %", x * 100.0)
                     } else {
                         format!("{x:.1}")
