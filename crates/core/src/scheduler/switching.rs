@@ -164,7 +164,7 @@ impl Scheduler {
             .is_some_and(|a| std::mem::take(&mut a.switch_window));
         let ids = self.app_proc_ids(app);
         match preload.switch_observation(app, &ids) {
-            Ok(Some(o)) if !exited && (switch || true) && self.prepaging() => {
+            Ok(Some(o)) if !exited && switch && self.prepaging() => {
                 self.footprints.observe(app, &o)
             }
             Ok(_) => {}
