@@ -28,6 +28,28 @@ fn run(extra: &[&str]) -> appflow_core::report::RunReport {
     simulate(&parse(extra), &catalog::catalogue()).unwrap()
 }
 
+/// `policies` on `device` over a generated trace of 14 days and 30 apps
+/// (seed 1), written to a scratch file for the run.
+fn run_on_two_weeks(device: &str, policies: &str) -> appflow_core::report::RunReport {
+    let (text, _) = appflow_sim::trace::generate(&catalog::catalogue(), 14, 30, 1).unwrap();
+    let dir = std::env::temp_dir().join(format!("appflow-peers-{device}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t14.csv");
+    std::fs::write(&path, text).unwrap();
+    let r = run(&[
+        "--device",
+        device,
+        "--workload",
+        "trace",
+        "--trace",
+        path.to_str().unwrap(),
+        "--policy",
+        policies,
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
 #[test]
 fn pmr_and_ariadne_cut_multitask_relaunches_and_asap_learns_only_from_switches() {
     let r = run(&[
@@ -85,22 +107,7 @@ fn pmr_and_ariadne_cut_multitask_relaunches_and_asap_learns_only_from_switches()
 fn asap_prepages_from_the_second_switch_on_and_measures_its_precision() {
     // Two weeks of one user's switches on the 8 GB phone: apps come back
     // many times, so the estimator has switch footprints to prepage.
-    let (text, _) = appflow_sim::trace::generate(&catalog::catalogue(), 14, 30, 1).unwrap();
-    let dir = std::env::temp_dir().join(format!("appflow-peers-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("t14.csv");
-    std::fs::write(&path, text).unwrap();
-    let r = run(&[
-        "--device",
-        "pixel8-8gb",
-        "--workload",
-        "trace",
-        "--trace",
-        path.to_str().unwrap(),
-        "--policy",
-        "android,asap",
-    ]);
-    let _ = std::fs::remove_dir_all(&dir);
+    let r = run_on_two_weeks("pixel8-8gb", "android,asap");
     let pp = &r.results[1].extra["prepage"];
     assert!(pp["switches_prepaged"].as_u64().unwrap() > 0, "{pp}");
     for k in ["precision", "precision_anon", "precision_file", "recall"] {
@@ -178,22 +185,7 @@ fn where_kswapd_does_most_of_the_reclaim_the_refault_controller_moves_the_step()
     // paces its launches' allocations, so kswapd does most of the reclaim
     // over a trace (direct share below the rule's 9.25 %), and the
     // controller lowers the step there.
-    let (text, _) = appflow_sim::trace::generate(&catalog::catalogue(), 14, 30, 1).unwrap();
-    let dir = std::env::temp_dir().join(format!("appflow-refault-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("t14.csv");
-    std::fs::write(&path, text).unwrap();
-    let r = run(&[
-        "--device",
-        "headunit-4gb",
-        "--workload",
-        "trace",
-        "--trace",
-        path.to_str().unwrap(),
-        "--policy",
-        "android,refault",
-    ]);
-    let _ = std::fs::remove_dir_all(&dir);
+    let r = run_on_two_weeks("headunit-4gb", "android,refault");
     let share = r.results[0].extra["direct_reclaim_page_share"]
         .as_f64()
         .unwrap();
