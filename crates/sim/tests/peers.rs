@@ -196,3 +196,87 @@ fn where_kswapd_does_most_of_the_reclaim_the_refault_controller_moves_the_step()
     let step = &r.results[1].extra["kswapd_step"];
     assert!(step["changes"].as_u64().unwrap() > 0, "{step}");
 }
+
+#[test]
+fn multitask_rounds_beyond_two_measure_each_round_and_asap_prepages_from_the_third() {
+    let mt = |rounds: Option<&str>, policy: &str| {
+        let mut argv = vec![
+            "--device",
+            "pixel8-8gb",
+            "--workload",
+            "multitask",
+            "--policy",
+            policy,
+        ];
+        if let Some(n) = rounds {
+            argv.extend_from_slice(&["--multitask-rounds", n]);
+        }
+        run(&argv)
+    };
+    // Two rounds is §6.3's multitask, unchanged.
+    let two = mt(Some("2"), "android,asap");
+    let dflt = mt(None, "android,asap");
+    assert_eq!(
+        appflow_sim::output::json(&two),
+        appflow_sim::output::json(&dflt)
+    );
+    assert!(!dflt.results[0]
+        .extra
+        .contains_key("relaunch_ms_mean_by_round"));
+    // Four rounds: rounds 2-4 are measured, each round's mean reported.
+    let r = mt(Some("4"), "android,asap");
+    for res in &r.results {
+        assert_eq!(res.summary.launches, 3 * 17, "{}", res.policy);
+        let by = res.extra["relaunch_ms_mean_by_round"].as_array().unwrap();
+        assert_eq!(by.len(), 3, "{}", res.policy);
+        let mean = by.iter().map(|x| x.as_f64().unwrap()).sum::<f64>() / 3.0;
+        let all = res.extra["relaunch_ms_mean"].as_f64().unwrap();
+        assert!((mean - all).abs() < 0.01, "{}: {mean} vs {all}", res.policy);
+    }
+    // Round 2 is the first switch back to each app: nothing learnt yet, so
+    // asap's round 2 is android's; from round 3 on it prepages.
+    let round = |i: usize, k: usize| {
+        r.results[i].extra["relaunch_ms_mean_by_round"][k]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(round(0, 0), round(1, 0));
+    let pp = &r.results[1].extra["prepage"];
+    assert!(pp["switches_prepaged"].as_u64().unwrap() > 0, "{pp}");
+}
+
+#[test]
+fn multitask_rounds_bad_input_is_refused() {
+    let catalogue = catalog::catalogue();
+    for (argv, says) in [
+        (
+            &["--workload", "multitask", "--multitask-rounds", "1"][..],
+            "2 to 20",
+        ),
+        (
+            &["--workload", "multitask", "--multitask-rounds", "21"][..],
+            "2 to 20",
+        ),
+        (
+            &["--workload", "high", "--multitask-rounds", "3"][..],
+            "needs --workload multitask",
+        ),
+        (
+            &[
+                "--workload",
+                "multitask",
+                "--multitask-rounds",
+                "3",
+                "--compare-paper",
+            ][..],
+            "--compare-paper",
+        ),
+    ] {
+        let e = simulate(&parse(argv), &catalogue).unwrap_err();
+        assert!(
+            e.downcast_ref::<appflow_core::InputError>().is_some(),
+            "{argv:?}: {e}"
+        );
+        assert!(e.to_string().contains(says), "{argv:?}: {e}");
+    }
+}
