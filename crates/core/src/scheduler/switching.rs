@@ -94,7 +94,7 @@ impl Scheduler {
             return;
         }
         let precision = self.footprints.feedback.precision_by_kind();
-        let plan = wanted.bounded_waste(self.room(), crate::prepage::Precision::default());
+        let plan = wanted.bounded_waste(self.room(), precision);
         if plan != wanted {
             self.stats.prepage_bounded += 1;
             self.stats.prepage_bounded_bytes +=
