@@ -481,7 +481,9 @@ pub fn run_policy(
                 .iter()
                 .filter(|r| r.kind != LaunchKind::Cold)
                 .count() as u64;
-            out.lost_background = apps.len() as u64 - out.survivors;
+            // Relaunches that found their app gone (one per app and
+            // measured round; with the paper's 2 rounds, the apps lost).
+            out.lost_background = out.measured.len() as u64 - out.survivors;
         }
         Workload::Trace { events } => {
             let mut span_ms = 0u64;
