@@ -537,16 +537,12 @@ pub fn sizing_checks(
         .load_all()
         .map_err(|e| anyhow::anyhow!("profiles in {}: {e}", cfg.daemon.state_dir.display()))?;
     sched.set_profiles(profiles);
-    let sizing = sched.sizing_for(total);
-    let rcfg = sched.reclaim_config_with(&sizing);
-    let m_f = rcfg.low_memory_threshold(total);
-    let checks = appflow_core::sizing::checks(
-        &sched.launch_needs(),
-        m_f,
+    let rcfg = sched.reclaim_config_with(&sched.sizing_for(total));
+    Ok((
+        rcfg.low_memory_threshold(total),
         rcfg.alloc_threshold_pages,
-        total,
-    );
-    Ok((m_f, rcfg.alloc_threshold_pages, checks))
+        sched.sizing_checks(total),
+    ))
 }
 
 /// Opens the configured domain; errors are bad input naming the field.
@@ -1226,12 +1222,7 @@ impl Runtime {
                     "low_memory": if self.cfg.reclaim.auto_low_memory { "auto" } else { "configured" },
                     "alloc_threshold": if self.cfg.reclaim.auto_alloc_threshold { "auto" } else { "configured" },
                     "derived": &sizing,
-                    "checks": appflow_core::sizing::checks(
-                        &self.sched.launch_needs(),
-                        rcfg.low_memory_threshold(s.total_bytes),
-                        rcfg.alloc_threshold_pages,
-                        s.total_bytes,
-                    ),
+                    "checks": self.sched.sizing_checks(s.total_bytes),
                 },
                 "alloc_pages_per_tick": self.sched.last_alloc_pages,
                 "psi_some_avg10": s.psi_some_avg10,
