@@ -400,6 +400,8 @@ impl Scanner {
                     e.oom_score_adj
                 },
                 footprint_bytes: None,
+                anon_bytes: None,
+                swap_bytes: None,
                 protected: e.protected,
             });
         }
@@ -876,9 +878,12 @@ impl Runtime {
                 .iter_mut()
                 .filter(|p| !sched.footprint_unneeded(p))
             {
-                p.footprint_bytes = readers::read_smaps_rollup(&root, p.pid)
-                    .ok()
-                    .map(|r| r.footprint_bytes());
+                let r = readers::read_smaps_rollup(&root, p.pid).ok();
+                p.footprint_bytes = r.map(|r| r.footprint_bytes());
+                // What a kill frees (resident and swapped anonymous memory)
+                // and what a page-out could move (resident).
+                p.anon_bytes = r.map(|r| r.anon_kb.saturating_mul(1024));
+                p.swap_bytes = r.map(|r| r.swap_kb.saturating_mul(1024));
             }
         }
         let rec = Record::Tick {
