@@ -472,11 +472,12 @@ pub struct PressureState {
     /// Time of the last kill, if any.
     pub last_kill_ms: Option<u64>,
     /// The last kill's memory was reaped at once (process_mrelease, or the
-    /// simulator's kill) and was less than what was missing below the
-    /// trigger level: there is nothing more to wait for, so the next tick
-    /// may decide again without the settle time.
+    /// simulator's kill): its memory is back, so the settle time ends as
+    /// soon as available memory falls below this level (the available
+    /// memory when that kill was decided; the maximum when the victim freed
+    /// less than was missing): the demand outran what the kill gave.
     #[serde(default)]
-    pub last_kill_reaped_short: bool,
+    pub reaped_settle_until_below: Option<u64>,
 }
 
 /// Stall share, percent, between two readings of a cumulative PSI counter
@@ -506,15 +507,20 @@ pub fn stall_percent(prev_total_us: u64, now_total_us: u64, elapsed_ms: u64) -> 
 /// stall*).
 pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reason> {
     if let Some(t) = p.last_kill_ms {
-        // A reaped victim's memory is back already; when it was less than
-        // what was missing, waiting brings no more (lmkd's kill timeout
-        // likewise covers only a victim not yet reaped). Otherwise wait the
-        // settle time for memory to come back.
-        let settle = if p.last_kill_reaped_short {
-            1
-        } else {
-            cfg.settle_ms
-        };
+        // A reaped victim's memory is back already. Waiting the settle time
+        // lets reclaim catch up with the demand; once available memory has
+        // fallen below where it was when the victim was chosen *and* below
+        // half the trigger level (halfway from where the killer starts to
+        // nothing left to reclaim), the demand has outrun both, and the
+        // next kill must not wait (lmkd's kill timeout likewise covers only
+        // a victim not yet reaped). Without it a launch allocating faster
+        // than reclaim drove the simulated kernel to its OOM killer within
+        // the settle time (docs/killer.md).
+        let critical = (cfg.trigger_avail_fraction * p.total_bytes as f64 / 2.0) as u64;
+        let outran = p
+            .reaped_settle_until_below
+            .is_some_and(|level| p.avail_bytes < level.min(critical));
+        let settle = if outran { 0 } else { cfg.settle_ms };
         if p.now_ms.saturating_sub(t) < settle {
             return Err(Reason::KillWaitingForMemory);
         }
@@ -571,7 +577,7 @@ mod tests {
             psi_some_avg10: 0.0,
             psi_some_window: None,
             last_kill_ms: None,
-            last_kill_reaped_short: false,
+            reaped_settle_until_below: None,
         }
     }
 
@@ -817,6 +823,27 @@ mod tests {
         p.psi_some_window = Some(8.0);
         p.psi_some_avg10 = 1.0;
         assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
+    }
+
+    #[test]
+    fn a_reaped_kill_waits_only_while_reclaim_can_catch_up() {
+        let cfg = KillerConfig::default();
+        // 8 GB, trigger level 5 % (410 MB), critical below 205 MB.
+        let mut p = pressure(380, 8192, 6000, 300, (2000, 0));
+        p.last_kill_ms = Some(9_900);
+        // Not reaped: the settle time.
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillWaitingForMemory));
+        // Reaped at 380 MB available: still the settle time while memory
+        // stays above half the trigger level.
+        p.reaped_settle_until_below = Some(380 * MIB);
+        p.avail_bytes = 300 * MIB;
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillWaitingForMemory));
+        // Below it and below where the kill was decided: kill at once.
+        p.avail_bytes = 150 * MIB;
+        assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
+        // Memory came back above the kill's level: wait.
+        p.reaped_settle_until_below = Some(100 * MIB);
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillWaitingForMemory));
     }
 
     #[test]

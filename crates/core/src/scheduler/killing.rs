@@ -42,7 +42,7 @@ impl Scheduler {
             psi_some_avg10: s.psi_some_avg10.unwrap_or(0.0),
             psi_some_window: self.psi_some_window(s),
             last_kill_ms: self.last_kill_ms,
-            last_kill_reaped_short: self.last_kill_reaped_short,
+            reaped_settle_until_below: self.reaped_settle_until_below,
         }
     }
 
@@ -325,7 +325,13 @@ impl Scheduler {
         let missing = self
             .floor_bytes(s.total_bytes)
             .saturating_sub(s.avail_bytes);
-        self.last_kill_reaped_short = reaped && killer::freed_bytes(c) < missing;
+        self.reaped_settle_until_below = reaped.then(|| {
+            if killer::freed_bytes(c) < missing {
+                u64::MAX
+            } else {
+                s.avail_bytes
+            }
+        });
         self.last_kill_reason = Some(d.reason);
         self.stats.count_kill(d.reason, c.current_bytes);
         let app = c.app.clone();
@@ -429,7 +435,7 @@ impl Scheduler {
             // The memory moved is coming back: wait the settle time before
             // the trigger is asked again, as after a kill.
             self.last_kill_ms = Some(s.now_ms);
-            self.last_kill_reaped_short = false;
+            self.reaped_settle_until_below = None;
             self.last_kill_reason = Some(Reason::KillAvoidedByPageOut);
             self.stats.kills_avoided_by_page_out += 1;
             self.log(s.now_ms, "kill", Some(Reason::KillAvoidedByPageOut), detail);

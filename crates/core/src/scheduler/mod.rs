@@ -358,9 +358,9 @@ pub struct Scheduler {
     foreground: Option<String>,
     fg_notified: bool,
     last_kill_ms: Option<u64>,
-    /// The last kill's memory was reaped at once and was less than what
-    /// was missing below the trigger level.
-    last_kill_reaped_short: bool,
+    /// After a reaped kill, the available memory below which the settle
+    /// time ends (`killer::PressureState::reaped_settle_until_below`).
+    reaped_settle_until_below: Option<u64>,
     last_kill_reason: Option<Reason>,
     /// (ms, cumulative PSI some µs) of recent ticks, oldest first: the
     /// killer's stall window (`killer.capacity_stall_window_ms`).
@@ -442,7 +442,7 @@ impl Scheduler {
             foreground: None,
             fg_notified: false,
             last_kill_ms: None,
-            last_kill_reaped_short: false,
+            reaped_settle_until_below: None,
             last_kill_reason: None,
             psi_history: VecDeque::new(),
             ef_reapply_at_ms: 0,
@@ -710,7 +710,7 @@ impl Scheduler {
         self.foreground = None;
         self.fg_notified = false;
         self.last_kill_ms = None;
-        self.last_kill_reaped_short = false;
+        self.reaped_settle_until_below = None;
         self.last_kill_reason = None;
         self.psi_history.clear();
         self.ef_reapply_at_ms = 0;
