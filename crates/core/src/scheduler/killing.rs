@@ -27,7 +27,6 @@ use crate::policy::KillerStrategy;
 use crate::reason::Reason;
 use crate::reuse::UsageModel;
 use crate::PAGE_BYTES;
-use std::collections::BTreeMap;
 
 impl Scheduler {
     fn pressure(&self, s: &DomainSample) -> PressureState {
@@ -124,6 +123,56 @@ impl Scheduler {
         self.last_kill_explained.as_deref()
     }
 
+    /// The killer's view at `now_ms` for `status`: every candidate priced
+    /// (reuse within the horizon, expected time until reuse, relaunch cost,
+    /// memory a kill frees, why it is not eligible), the victim a kill would
+    /// take now and why it wins (the ranking of [`Self::kill_step`]), and
+    /// the latest kill with why its victim won.
+    pub fn kill_outlook(&self, procs: &[ProcInfo], now_ms: u64) -> KillOutlook {
+        let (mut cands, _) = self.candidates(procs);
+        self.predict(&mut cands, now_ms);
+        let ranked = killer::rank(&self.cfg.killer, self.killer_now_ms(now_ms), &cands);
+        let mut priced: Vec<Option<OutlookEntry>> = vec![None; cands.len()];
+        for r in &ranked {
+            priced[r.index] = Some(OutlookEntry {
+                priced: killer::priced(&cands[r.index], r),
+                excluded: None,
+            });
+        }
+        let candidates = cands
+            .iter()
+            .zip(priced)
+            .map(|(c, p)| {
+                p.unwrap_or_else(|| OutlookEntry {
+                    priced: killer::PricedCandidate {
+                        app: c.app.clone(),
+                        freed_bytes: killer::freed_bytes(c),
+                        p_reuse: c.reuse.map(|e| e.p_reuse),
+                        expected_idle_s: c.reuse.map(|e| e.expected_idle_ms / 1000.0),
+                        relaunch_cost_ms: c.relaunch_cost_ms,
+                        value_mib_h_per_s: None,
+                        recent: false,
+                    },
+                    excluded: killer::exclusion(c).map(Reason::name),
+                })
+            })
+            .collect();
+        let next = match self.cfg.killer_strategy() {
+            KillerStrategy::Lru => None,
+            _ => killer::explain(&cands, &ranked, killer::decide(&ranked).reason),
+        };
+        let last = self.last_kill_explained().cloned();
+        KillOutlook {
+            horizon_ms: self.cfg.killer.reuse_horizon_ms,
+            candidates,
+            next_victim_why: next.as_ref().map(why_it_won),
+            next_victim: next,
+            last_kill_why: last.as_ref().map(why_it_won),
+            last_kill: last,
+            kills_avoided_by_page_out: self.stats.kills_avoided_by_page_out,
+        }
+    }
+
     /// Recomputes every profiled app's relaunch cost on the curve.
     pub(super) fn refresh_relaunch_costs(&mut self) {
         self.relaunch_costs = self
@@ -150,9 +199,7 @@ impl Scheduler {
         let fg = self.foreground.as_deref();
         let horizon = self.cfg.killer.reuse_horizon_ms;
         for c in cands.iter_mut() {
-            if self.usage.apps.contains_key(&c.app) {
-                c.reuse = Some(self.usage.estimate(&c.app, fg, at, horizon));
-            }
+            c.reuse = self.usage.estimate(&c.app, fg, at, horizon);
         }
     }
 
@@ -167,48 +214,43 @@ impl Scheduler {
     /// Processes of no app are never candidates. `last_used_ms` is on the
     /// [`Self::killer_now_ms`] clock.
     pub fn candidates(&self, procs: &[ProcInfo]) -> (Vec<Candidate>, Vec<Vec<ProcId>>) {
-        let mut groups: BTreeMap<&str, Vec<&ProcInfo>> = BTreeMap::new();
-        for p in procs {
-            if let Some(a) = &p.app {
-                groups.entry(a.as_str()).or_default().push(p);
-            }
-        }
+        // Group by app name (sorted, as a map would; processes in list order).
+        let mut order: Vec<(&str, usize)> = procs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.app.as_deref().map(|a| (a, i)))
+            .collect();
+        order.sort_unstable();
         let window = self.cfg.killer.recency_window_ms;
         let mut cands = Vec::new();
         let mut ids = Vec::new();
-        for (app, ps) in groups {
+        for group in order.chunk_by(|x, y| x.0 == y.0) {
+            let app = group[0].0;
+            let ps = || group.iter().map(|&(_, i)| &procs[i]);
             let relaunch = self
                 .profiles
                 .get(app)
                 .map(|p| p.relaunch_footprint_bytes)
                 .filter(|&b| b > 0);
-            let last_used = self
-                .apps
-                .get(app)
-                .and_then(|a| a.last_used_ms)
-                .map_or(0, |t| t + window);
-            let current: u64 = ps.iter().filter_map(|p| p.footprint_bytes).sum();
-            let known = |f: fn(&&&ProcInfo) -> bool| ps.iter().any(|p| f(&p));
-            let resident_anon = known(|p| p.anon_bytes.is_some())
-                .then(|| ps.iter().filter_map(|p| p.anon_bytes).sum::<u64>());
-            let anon =
-                resident_anon.map(|r| r + ps.iter().filter_map(|p| p.swap_bytes).sum::<u64>());
+            let state = self.apps.get(app);
+            let last_used = state.and_then(|a| a.last_used_ms).map_or(0, |t| t + window);
+            let current: u64 = ps().filter_map(|p| p.footprint_bytes).sum();
+            let resident_anon = ps()
+                .any(|p| p.anon_bytes.is_some())
+                .then(|| ps().filter_map(|p| p.anon_bytes).sum::<u64>());
+            let anon = resident_anon.map(|r| r + ps().filter_map(|p| p.swap_bytes).sum::<u64>());
             let unknown_relaunch =
                 (current as f64 * self.cfg.killer.unknown_relaunch_fraction) as u64;
             cands.push(Candidate {
-                pid: ps.iter().map(|p| p.pid).min().unwrap_or(0),
+                pid: ps().map(|p| p.pid).min().unwrap_or(0),
                 app: app.to_string(),
                 current_bytes: current,
                 relaunch_bytes: relaunch,
                 last_used_ms: last_used,
-                foreground: ps.iter().any(|p| self.is_foreground_proc(p)),
-                protected: ps
-                    .iter()
-                    .any(|p| p.protected || self.cfg.protected_comms.contains(&p.comm)),
-                is_self: ps
-                    .iter()
-                    .any(|p| p.pid <= 1 || self.self_pids.contains(&p.pid)),
-                oom_score_adj: ps.iter().map(|p| p.oom_score_adj).max().unwrap_or(0),
+                foreground: ps().any(|p| self.is_foreground_with(p, state)),
+                protected: ps().any(|p| p.protected || self.cfg.protected_comms.contains(&p.comm)),
+                is_self: ps().any(|p| p.pid <= 1 || self.self_pids.contains(&p.pid)),
+                oom_score_adj: ps().map(|p| p.oom_score_adj).max().unwrap_or(0),
                 anon_bytes: anon,
                 resident_anon_bytes: resident_anon,
                 reuse: None,
@@ -216,7 +258,7 @@ impl Scheduler {
                     self.relaunch_cost_of(app, relaunch.unwrap_or(unknown_relaunch)),
                 ),
             });
-            ids.push(ps.iter().map(|p| p.id()).collect());
+            ids.push(ps().map(ProcInfo::id).collect());
         }
         (cands, ids)
     }
@@ -446,6 +488,35 @@ impl Scheduler {
     }
 }
 
+/// One candidate in [`KillOutlook`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct OutlookEntry {
+    /// As priced (no value for an excluded one).
+    #[serde(flatten)]
+    pub priced: killer::PricedCandidate,
+    /// Why it is not eligible (a reason name), if it is not.
+    pub excluded: Option<&'static str>,
+}
+
+/// The killer's view for `status` ([`Scheduler::kill_outlook`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct KillOutlook {
+    /// The horizon of the reuse prediction, ms.
+    pub horizon_ms: u64,
+    /// Every app with processes, priced.
+    pub candidates: Vec<OutlookEntry>,
+    /// The victim a kill would take now, and the candidates it beats.
+    pub next_victim: Option<killer::KillExplanation>,
+    /// Why it would win, in words.
+    pub next_victim_why: Option<String>,
+    /// The latest kill's explanation.
+    pub last_kill: Option<killer::KillExplanation>,
+    /// Why its victim won, in words.
+    pub last_kill_why: Option<String>,
+    /// Kills avoided by paging the victim out instead, so far.
+    pub kills_avoided_by_page_out: u64,
+}
+
 /// The victim's reason in words, with the runner-up.
 fn why_it_won(e: &killer::KillExplanation) -> String {
     let v = &e.ranked[0];
@@ -579,6 +650,59 @@ mod tests {
             d.detail
         );
         assert_eq!(s.last_kill_explained().unwrap().victim, "rare");
+    }
+
+    #[test]
+    fn the_outlook_prices_every_candidate_and_says_why_the_victim_wins() {
+        let mut s = sched_of("appflow", &["evening", "rare", "chat"]);
+        let mut r = Recorder::default();
+        for d in 0..14 {
+            let day = d * DAY_MS;
+            session(&mut s, &mut r, "chat", day + 8 * HOUR_MS, 5);
+            if d % 3 == 0 {
+                session(&mut s, &mut r, "rare", day + (11 + d % 4) * HOUR_MS, 10);
+            }
+            session(&mut s, &mut r, "evening", day + 20 * HOUR_MS, 60);
+        }
+        let now = 14 * DAY_MS + 15 * HOUR_MS;
+        ev(&mut s, &mut r, EventKind::Foreground, "chat", now - 60_000);
+        let procs = [
+            proc_of(10, "evening", 2000),
+            proc_of(11, "rare", 300),
+            proc_of(12, "chat", 150),
+        ];
+        let o = s.kill_outlook(&procs, now);
+        assert_eq!(o.candidates.len(), 3);
+        let by = |a: &str| o.candidates.iter().find(|c| c.priced.app == a).unwrap();
+        // Each candidate: reuse, relaunch cost, memory freed; the foreground
+        // app says why it is not eligible.
+        for a in ["evening", "rare"] {
+            let c = by(a);
+            assert!(c.priced.p_reuse.is_some() && c.priced.relaunch_cost_ms.is_some());
+            assert!(c.priced.value_mib_h_per_s.is_some() && c.excluded.is_none());
+        }
+        assert_eq!(by("evening").priced.freed_bytes, 2000 * MIB);
+        assert_eq!(by("chat").excluded, Some("excluded_foreground"));
+        assert_eq!(o.next_victim.as_ref().unwrap().victim, "rare");
+        let why = o.next_victim_why.as_deref().unwrap();
+        assert!(
+            why.starts_with("won by kill_least_expected_cost") && why.contains("next evening"),
+            "{why}"
+        );
+        assert!(o.last_kill.is_none() && o.last_kill_why.is_none());
+        // A kill is then the latest, with the same words; the outlook is
+        // plain JSON for `status`.
+        assert_eq!(
+            s.kill_step(&low(now), &procs, &mut r).as_deref(),
+            Some("rare")
+        );
+        let o = s.kill_outlook(&procs[..1], now + 1000);
+        assert_eq!(o.last_kill.as_ref().unwrap().victim, "rare");
+        assert!(o.last_kill_why.unwrap().contains("reuse"));
+        let j = serde_json::to_value(s.kill_outlook(&procs, now)).unwrap();
+        assert!(j["candidates"][0]["p_reuse"].is_number(), "{j}");
+        assert!(j["candidates"][0]["relaunch_cost_ms"].is_number(), "{j}");
+        assert!(j["candidates"][0]["freed_bytes"].is_number(), "{j}");
     }
 
     #[test]

@@ -38,6 +38,7 @@ use crate::reason::Reason;
 use crate::reclaim::{ReclaimController, ReclaimMode};
 use crate::storage::ThroughputCurve;
 pub use config::SchedulerConfig;
+pub use killing::{KillOutlook, OutlookEntry};
 use serde::{Deserialize, Serialize};
 pub use stats::Stats;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

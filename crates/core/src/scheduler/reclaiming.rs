@@ -17,7 +17,7 @@ impl Scheduler {
 
     /// [`Self::is_foreground_proc`] with the state of the process's app
     /// already looked up (`None` for an unknown app or no app).
-    fn is_foreground_with(&self, p: &ProcInfo, state: Option<&AppState>) -> bool {
+    pub(super) fn is_foreground_with(&self, p: &ProcInfo, state: Option<&AppState>) -> bool {
         match &p.app {
             Some(_) if state.is_some_and(|s| s.launching_since.is_some()) => true,
             Some(a) if self.fg_notified => self.foreground.as_deref() == Some(a.as_str()),
