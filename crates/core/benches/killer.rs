@@ -56,7 +56,7 @@ fn setup() -> (Scheduler, Vec<ProcInfo>, u64) {
             footprint_bytes: Some((150 + 20 * i as u64) * MIB),
             anon_bytes: Some((100 + 10 * i as u64) * MIB),
             swap_bytes: Some((30 + 5 * i as u64) * MIB),
-            protected: false,
+            ..Default::default()
         })
         .collect();
     (s, procs, t)

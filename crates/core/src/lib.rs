@@ -44,6 +44,7 @@ pub mod report;
 pub mod reuse;
 pub mod rng;
 pub mod scheduler;
+pub mod sizing;
 pub mod storage;
 
 /// One kibibyte in bytes.

@@ -10,6 +10,7 @@
 //! | [`catalog`] | the app catalogue (Table 1 GB-scale apps, low-memory and tail apps) and generated launch profiles |
 //! | [`policy`] | the policies by name, resolved through the core's registry |
 //! | [`engine`] | the device state and the event loop that drives the core's scheduler |
+//! | [`fleet`] | one call over a batch of users × policies on a device: per-user and per-launch rows (`--per-user`, the Python package) |
 //! | [`kernel`] | the kernel model (LRU, kswapd, direct reclaim, zram, swap, PSI, lmkd, OOM killer) |
 //! | [`launch`] | the launch model (phases, reads, CPU, allocation, 5 ms steps) |
 //! | [`worker`] | the preload worker and the mechanism traits the scheduler acts through |
@@ -25,6 +26,7 @@ pub mod cli;
 pub mod devfile;
 pub mod device;
 pub mod engine;
+pub mod fleet;
 pub mod kernel;
 pub mod launch;
 pub mod output;

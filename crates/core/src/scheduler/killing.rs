@@ -570,7 +570,7 @@ mod tests {
             footprint_bytes: Some(anon_mib * MIB),
             anon_bytes: Some(anon_mib * MIB - anon_mib * MIB / 3),
             swap_bytes: Some(anon_mib * MIB / 3),
-            protected: false,
+            ..Default::default()
         }
     }
 
