@@ -720,7 +720,16 @@ mod tests {
         }
         let now = 21 * DAY_MS + 8 * HOUR_MS;
         ev(&mut s, &mut r, EventKind::Foreground, "home", now - 60_000);
-        let procs = [proc_of(10, "big", 1500), proc_of(11, "daily", 200)];
+        // After eight idle days the big app is mostly in swap: 30 MiB
+        // resident of its 1500 MiB, where the daily app holds 400 MiB. The
+        // memory-time since last use (the order before: resident × idle,
+        // 30 MiB × 203 h < 400 MiB × 23 h) took the daily app; a kill of
+        // the big one frees its swap too, and it is not coming back.
+        let mut big = proc_of(10, "big", 1500);
+        big.footprint_bytes = Some(30 * MIB);
+        big.anon_bytes = Some(20 * MIB);
+        big.swap_bytes = Some(1480 * MIB);
+        let procs = [big, proc_of(11, "daily", 400)];
         r.calls.clear();
         assert_eq!(
             s.kill_step(&low(now), &procs, &mut r).as_deref(),
