@@ -592,20 +592,24 @@ mod tests {
         ev(s, r, EventKind::Background, app, t + mins * 60_000);
     }
 
+    /// Two weeks: the big app every evening at 20:00 for an hour, a chat
+    /// app every morning, a 300 MB app every third day around midday.
+    fn evenings(s: &mut Scheduler, r: &mut Recorder) {
+        for d in 0..14 {
+            let day = d * DAY_MS;
+            session(s, r, "chat", day + 8 * HOUR_MS, 5);
+            if d % 3 == 0 {
+                session(s, r, "rare", day + (11 + d % 4) * HOUR_MS, 10);
+            }
+            session(s, r, "evening", day + 20 * HOUR_MS, 60);
+        }
+    }
+
     #[test]
     fn a_big_app_used_every_evening_survives_the_afternoon() {
         let mut s = sched_of("appflow", &["evening", "rare", "chat"]);
         let mut r = Recorder::default();
-        // Two weeks: the big app every evening at 20:00 for an hour, a chat
-        // app every morning, a 300 MB app every third day around midday.
-        for d in 0..14 {
-            let day = d * DAY_MS;
-            session(&mut s, &mut r, "chat", day + 8 * HOUR_MS, 5);
-            if d % 3 == 0 {
-                session(&mut s, &mut r, "rare", day + (11 + d % 4) * HOUR_MS, 10);
-            }
-            session(&mut s, &mut r, "evening", day + 20 * HOUR_MS, 60);
-        }
+        evenings(&mut s, &mut r);
         // Day 15, 15:00: memory runs out while chat is in front.
         let now = 14 * DAY_MS + 15 * HOUR_MS;
         session(&mut s, &mut r, "chat", now - 10 * 60_000, 5);
@@ -656,14 +660,7 @@ mod tests {
     fn the_outlook_prices_every_candidate_and_says_why_the_victim_wins() {
         let mut s = sched_of("appflow", &["evening", "rare", "chat"]);
         let mut r = Recorder::default();
-        for d in 0..14 {
-            let day = d * DAY_MS;
-            session(&mut s, &mut r, "chat", day + 8 * HOUR_MS, 5);
-            if d % 3 == 0 {
-                session(&mut s, &mut r, "rare", day + (11 + d % 4) * HOUR_MS, 10);
-            }
-            session(&mut s, &mut r, "evening", day + 20 * HOUR_MS, 60);
-        }
+        evenings(&mut s, &mut r);
         let now = 14 * DAY_MS + 15 * HOUR_MS;
         ev(&mut s, &mut r, EventKind::Foreground, "chat", now - 60_000);
         let procs = [
