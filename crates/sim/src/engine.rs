@@ -568,6 +568,9 @@ impl<'a> Sim<'a> {
             p.start_time = s.start_ms;
             p.oom_score_adj = adj;
             p.footprint_bytes = Some(footprint);
+            // smaps_rollup's Anonymous and Swap (zram and flash swap).
+            p.anon_bytes = Some(s.anon_res * PAGE_BYTES);
+            p.swap_bytes = Some((s.anon_zram + s.anon_swap) * PAGE_BYTES);
         }
         out.truncate(n);
     }

@@ -642,6 +642,10 @@ impl Sim<'_> {
                     protected: false,
                     is_self: false,
                     oom_score_adj: adj,
+                    anon_bytes: None,
+                    resident_anon_bytes: None,
+                    reuse: None,
+                    relaunch_cost_ms: None,
                 };
                 (a, c)
             })

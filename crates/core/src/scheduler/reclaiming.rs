@@ -32,7 +32,7 @@ impl Scheduler {
     /// the foreground app, only that app is; otherwise, Android's
     /// visible/foreground adj (≤ 0). Activity alone never makes a process a
     /// kill candidate (an app the user reads without typing is idle).
-    fn is_foreground_with(&self, p: &ProcInfo, state: Option<&AppState>) -> bool {
+    pub(super) fn is_foreground_with(&self, p: &ProcInfo, state: Option<&AppState>) -> bool {
         match &p.app {
             Some(_) if state.is_some_and(|s| s.launching_since.is_some()) => true,
             Some(_) if state.is_some_and(|s| s.background_notified) => false,

@@ -66,6 +66,9 @@ impl WorkerCommand {
     }
 }
 
+/// How often the killer's reuse predictor is saved (and at shutdown).
+const USAGE_SAVE_EVERY: Duration = Duration::from_secs(60);
+
 fn now_unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -445,6 +448,8 @@ impl Scanner {
                     e.oom_score_adj
                 },
                 footprint_bytes: None,
+                anon_bytes: None,
+                swap_bytes: None,
                 protected: e.protected,
                 idle_ms: e.idle_ms(now_ms),
             });
@@ -759,7 +764,13 @@ impl Runtime {
         let curve = load_curve(&cfg.daemon.state_dir);
         let declared: Vec<String> = cfg.apps.iter().map(|a| a.name.clone()).collect();
         let curve_for_detection = curve.clone();
-        let sched = Scheduler::new(cfg.scheduler_config(), curve, &declared, &self_pids);
+        let mut sched = Scheduler::new(cfg.scheduler_config(), curve, &declared, &self_pids);
+        // The killer's reuse predictor learned before this start (bounded;
+        // a bad file is reported and learning starts anew).
+        if let Some(m) = crate::store::restore_usage(&cfg.daemon.state_dir, dry, now_unix_ms()) {
+            tracing::info!(apps = m.apps.len(), "reuse predictor restored");
+            sched.set_usage_model(m);
+        }
         let trace = Trace::new(!cfg.daemon.trace_file.as_os_str().is_empty());
         let record_log = if cfg.daemon.record_file.as_os_str().is_empty() || dry {
             None
@@ -959,9 +970,12 @@ impl Runtime {
                 .iter_mut()
                 .filter(|p| !sched.footprint_unneeded(p))
             {
-                p.footprint_bytes = readers::read_smaps_rollup(&root, p.pid)
-                    .ok()
-                    .map(|r| r.footprint_bytes());
+                let r = readers::read_smaps_rollup(&root, p.pid).ok();
+                p.footprint_bytes = r.map(|r| r.footprint_bytes());
+                // What a kill frees (resident and swapped anonymous memory)
+                // and what a page-out could move (resident).
+                p.anon_bytes = r.map(|r| r.anon_kb.saturating_mul(1024));
+                p.swap_bytes = r.map(|r| r.swap_kb.saturating_mul(1024));
             }
         }
         let rec = Record::Tick {
@@ -1295,6 +1309,7 @@ impl Runtime {
                 },
             },
             "kills": st.kills_total(),
+            "killer": self.killer_status(),
             "mode_switches": st.switches_total(),
             "changed_settings": self.reclaim.journal().entries().iter().chain(self.worker.readahead_entries()).map(|e| json!({"path": e.path, "original": e.original})).collect::<Vec<_>>(),
             "features": self.features,
@@ -1307,6 +1322,15 @@ impl Runtime {
             },
             "decisions": self.sched.recent_decisions().rev().take(20).collect::<Vec<_>>(),
         })
+    }
+
+    /// The killer's view ([`Scheduler::kill_outlook`]): each running
+    /// app's price now (predicted reuse within the horizon, expected time
+    /// until reuse, relaunch cost, memory a kill frees), the victim a kill
+    /// would take now and the latest kill, each with why it wins.
+    fn killer_status(&self) -> Value {
+        serde_json::to_value(self.sched.kill_outlook(&self.procs, self.now_ms()))
+            .unwrap_or(Value::Null)
     }
 
     /// Whether a notified name may enter the app table (bounded, see
@@ -1432,6 +1456,19 @@ impl Runtime {
         self.act_on_detection(actions);
     }
 
+    /// Saves the killer's reuse predictor (not in a dry run, which writes
+    /// no state; a failure is a warning, the predictor stays in memory).
+    fn save_usage(&self) {
+        if self.cfg.daemon.dry_run {
+            return;
+        }
+        if let Err(e) =
+            crate::store::save_usage(&self.cfg.daemon.state_dir, self.sched.usage_model())
+        {
+            tracing::warn!(error = %e, "reuse predictor not saved");
+        }
+    }
+
     fn write_outputs(&mut self, final_write: bool, last_trace: &mut Instant) {
         if !self.cfg.daemon.metrics_file.as_os_str().is_empty() {
             let text = self.metrics_text();
@@ -1464,6 +1501,7 @@ impl Runtime {
         let mut last_listed = 0u64;
         let mut last_out = Instant::now();
         let mut last_trace = Instant::now();
+        let mut last_usage_save = Instant::now();
         let mut k: u32 = 0;
         let origin = Instant::now();
         tracing::info!(socket = %self.cfg.daemon.socket.display(), dry_run = self.cfg.daemon.dry_run,
@@ -1522,6 +1560,10 @@ impl Runtime {
                 last_out = Instant::now();
                 self.write_outputs(false, &mut last_trace);
             }
+            if last_usage_save.elapsed() >= USAGE_SAVE_EVERY {
+                last_usage_save = Instant::now();
+                self.save_usage();
+            }
             k += 1;
             // After an overrun, skip the missed ticks instead of bursting.
             let behind = origin.elapsed().as_nanos() / tick.as_nanos();
@@ -1543,6 +1585,7 @@ impl Runtime {
             use std::io::Write;
             let _ = w.flush();
         }
+        self.save_usage();
         let errors = self.reclaim.restore_all();
         let now = self.now_ms();
         self.trace.close_open_spans(now);
