@@ -129,6 +129,13 @@ pub trait ReclaimMechanism {
     /// Returns the resident anonymous bytes asked out (address space already
     /// swapped out or never touched does not count).
     fn page_out_anon(&mut self, pid: u32, max_bytes: u64) -> Result<u64, MechError>;
+    /// False when the mechanism knows that a [`Self::page_out_anon`] call
+    /// now would page out nothing, whatever the process (no swap room left,
+    /// no CPU left for it in this tick): the caller skips the calls, which
+    /// would each return 0. The default, true, asks every process.
+    fn page_out_possible(&mut self) -> bool {
+        true
+    }
     /// Drops a file range from the page cache. Returns bytes dropped (as far as known).
     fn drop_file(&mut self, path: &str, offset: u64, len: u64) -> Result<u64, MechError>;
     /// kswapd's reclaim step of the domain as `vm.watermark_scale_factor`

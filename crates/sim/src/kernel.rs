@@ -55,7 +55,12 @@ pub(crate) fn take_cells(c: &mut Cells, n: u64) -> u64 {
     let mut taken = 0;
     for cell in c.iter_mut() {
         for v in cell.iter_mut() {
-            let t = (*v as u128 * n as u128 / total as u128) as u64;
+            // v·n/total in u64 when the product fits (it nearly always
+            // does), else in u128: the same quotient either way.
+            let t = match v.checked_mul(n) {
+                Some(p) => p / total,
+                None => (*v as u128 * n as u128 / total as u128) as u64,
+            };
             *v -= t;
             taken += t;
         }
@@ -265,7 +270,7 @@ impl Sim<'_> {
                     self.st[a].evicted_outstanding += t;
                     got += t;
                 }
-                if (pass == 0 && !is_fg) || (pass == 3 && is_fg) {
+                if ((pass == 0 && !is_fg) || (pass == 3 && is_fg)) && self.st[a].other_file > 0 {
                     let t = self.st[a].other_file.min(n - got);
                     self.st[a].other_file -= t;
                     got += t;
@@ -314,10 +319,15 @@ impl Sim<'_> {
         } else {
             &[None]
         };
-        for &class in passes {
+        'classes: for &class in passes {
             for &a in order {
                 if got >= n {
                     break;
+                }
+                if self.swap_room() == 0 {
+                    // Nothing more can go anywhere: every app left would
+                    // page out nothing.
+                    break 'classes;
                 }
                 if only.is_none() && (Some(a) == self.fg || Some(a) == self.launching) {
                     continue;
@@ -326,6 +336,9 @@ impl Sim<'_> {
                     Some(c) => self.ariadne_resident(a, c),
                     None => self.st[a].anon_res,
                 };
+                if avail == 0 {
+                    continue;
+                }
                 let mut t = avail.min(n - got);
                 let z = t.min(self.zram_cap - self.zram_stored);
                 let f = (t - z).min(self.swap_cap - self.swap_used);
@@ -339,7 +352,9 @@ impl Sim<'_> {
                     self.ariadne_stored(a, c, z);
                 }
                 cpu += z as f64 * ms_per_page;
-                flash += f as f64 * PAGE_BYTES as f64 / self.swap_write_rate() * 1000.0;
+                if f > 0 {
+                    flash += f as f64 * PAGE_BYTES as f64 / self.swap_write_rate() * 1000.0;
+                }
                 got += t;
             }
         }

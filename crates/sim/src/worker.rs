@@ -486,6 +486,15 @@ impl PreloadMechanism for Sim<'_> {
     }
 }
 
+impl Sim<'_> {
+    /// Pages the rebalancing worker's CPU budget left in this tick can
+    /// page out (compressing into zram).
+    fn page_out_afford(&self) -> u64 {
+        let per_page = self.dev.anon_zram_ms_per_mib / 256.0;
+        (self.rebalance_budget_ms / per_page).max(0.0) as u64
+    }
+}
+
 impl ReclaimMechanism for Sim<'_> {
     fn apply_mode(&mut self, mode: ReclaimMode) -> Result<(), MechError> {
         self.mode = mode;
@@ -496,9 +505,9 @@ impl ReclaimMechanism for Sim<'_> {
     /// within this tick's CPU budget of the rebalancing worker.
     fn page_out_anon(&mut self, pid: u32, max_bytes: u64) -> Result<u64, MechError> {
         let a = self.app_of_pid(pid, None).ok_or(MechError::Vanished(pid))?;
-        let per_page = self.dev.anon_zram_ms_per_mib / 256.0;
-        let afford = (self.rebalance_budget_ms / per_page).max(0.0) as u64;
+        let afford = self.page_out_afford();
         let n = (max_bytes / PAGE_BYTES).min(afford);
+        let per_page = self.dev.anon_zram_ms_per_mib / 256.0;
         let (got, cpu, flash) = self.evict_anon(n, Some(a), per_page);
         self.rebalance_budget_ms -= cpu + flash;
         if self.dev.cpu_budget_cores.is_some() {
@@ -506,6 +515,12 @@ impl ReclaimMechanism for Sim<'_> {
             self.daemon_cpu_debt_ms += cpu;
         }
         Ok(got * PAGE_BYTES)
+    }
+
+    /// Nothing can be paged out with the swap full or the tick's CPU
+    /// budget spent: `page_out_anon` would page out 0 pages of any app.
+    fn page_out_possible(&mut self) -> bool {
+        self.swap_room() > 0 && self.page_out_afford() > 0
     }
 
     fn drop_file(&mut self, path: &str, _offset: u64, len: u64) -> Result<u64, MechError> {

@@ -342,6 +342,11 @@ pub struct Scheduler {
     controller: ReclaimController,
     prev_alloc: Option<(u64, u64)>,
     apps: BTreeMap<String, AppState>,
+    /// Apps launching, and processes announced, over all of `apps`: kept
+    /// as apps change (at events, kills and expiries), since every tick
+    /// asks for them several times.
+    launching_count: usize,
+    announced_count: usize,
     declared: BTreeSet<String>,
     foreground: Option<String>,
     fg_notified: bool,
@@ -413,6 +418,8 @@ impl Scheduler {
             controller: ReclaimController::new(),
             prev_alloc: None,
             apps,
+            launching_count: 0,
+            announced_count: 0,
             declared: declared.iter().cloned().collect(),
             foreground: None,
             fg_notified: false,
@@ -498,7 +505,32 @@ impl Scheduler {
 
     /// Whether any app is launching now.
     pub fn any_launching(&self) -> bool {
-        self.apps.values().any(|a| a.launching_since.is_some())
+        debug_assert_eq!(
+            self.launching_count,
+            self.apps
+                .values()
+                .filter(|a| a.launching_since.is_some())
+                .count(),
+            "the count of launching apps is out of date"
+        );
+        self.launching_count > 0
+    }
+
+    /// Ends the launch of `app`, if it was launching; returns when it began.
+    fn end_launching(&mut self, app: &str) -> Option<u64> {
+        let since = self.apps.get_mut(app)?.launching_since.take();
+        if since.is_some() {
+            self.launching_count -= 1;
+        }
+        since
+    }
+
+    /// Forgets the announced processes of `app`.
+    fn clear_announced(&mut self, app: &str) {
+        if let Some(a) = self.apps.get_mut(app) {
+            self.announced_count -= a.procs.len();
+            a.procs.clear();
+        }
     }
 
     /// The memory floor: the killer's trigger level
@@ -667,6 +699,8 @@ impl Scheduler {
         for a in self.apps.values_mut() {
             *a = AppState::default();
         }
+        self.launching_count = 0;
+        self.announced_count = 0;
         self.standby.clear();
         self.standby_dirty = true;
         self.standby_need = None;
@@ -693,13 +727,19 @@ impl Scheduler {
     /// Forgets announced processes that are gone: a PID absent from the
     /// scan, or present with another start time (reused).
     fn prune_announced(&mut self, procs: &[ProcInfo]) {
-        if self.apps.values().all(|a| a.procs.is_empty()) {
+        debug_assert_eq!(
+            self.announced_count,
+            self.apps.values().map(|a| a.procs.len()).sum::<usize>(),
+            "the count of announced processes is out of date"
+        );
+        if self.announced_count == 0 {
             return;
         }
         let live: BTreeSet<ProcId> = procs.iter().map(ProcInfo::id).collect();
         for a in self.apps.values_mut() {
             a.procs.retain(|id| live.contains(id));
         }
+        self.announced_count = self.apps.values().map(|a| a.procs.len()).sum();
     }
 
     /// The processes of `app` the scheduler knows, by identity: those
@@ -729,14 +769,16 @@ impl Scheduler {
         self.stats.count_event(event);
         let st = self.apps.entry(app.to_string()).or_default();
         if let Some(id) = proc_id {
-            if event != EventKind::Exit {
-                st.procs.insert(id);
+            if event != EventKind::Exit && st.procs.insert(id) {
+                self.announced_count += 1;
             }
         }
         let reply;
         match event {
             EventKind::Launch => {
-                st.launching_since = Some(now_ms);
+                if st.launching_since.replace(now_ms).is_none() {
+                    self.launching_count += 1;
+                }
                 st.last_used_ms = Some(now_ms);
                 self.end_window(app, true, now_ms, preload);
                 self.foreground = Some(app.to_string());
@@ -746,8 +788,8 @@ impl Scheduler {
                 reply = self.start_launch(app, now_ms, preload);
             }
             EventKind::Launched => {
-                let since = st.launching_since.take();
                 st.last_used_ms = Some(now_ms);
+                let since = self.end_launching(app);
                 reply = self.end_launch(app, now_ms, since, preload);
             }
             EventKind::Foreground => {
@@ -774,13 +816,15 @@ impl Scheduler {
                 reply = format!("{app} is background");
             }
             EventKind::Exit => {
-                let was_launching = st.launching_since.take().is_some();
                 match proc_id {
                     Some(id) => {
-                        st.procs.remove(&id);
+                        if st.procs.remove(&id) {
+                            self.announced_count -= 1;
+                        }
                     }
-                    None => st.procs.clear(),
+                    None => self.clear_announced(app),
                 }
+                let was_launching = self.end_launching(app).is_some();
                 if self.foreground.as_deref() == Some(app) {
                     self.foreground = None;
                 }

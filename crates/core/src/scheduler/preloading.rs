@@ -534,6 +534,9 @@ impl Scheduler {
 
     /// Ends launches that never announced readiness.
     fn expire_launches(&mut self, now_ms: u64, preload: &mut dyn PreloadMechanism) {
+        if !self.any_launching() {
+            return;
+        }
         let timeout = self.cfg.launch_timeout_ms;
         let expired: Vec<String> = self
             .apps
@@ -545,9 +548,7 @@ impl Scheduler {
             .map(|(n, _)| n.clone())
             .collect();
         for app in expired {
-            if let Some(a) = self.apps.get_mut(&app) {
-                a.launching_since = None;
-            }
+            self.end_launching(&app);
             self.log(
                 now_ms,
                 "preload",

@@ -181,8 +181,11 @@ impl Scheduler {
         reclaim: &mut dyn ReclaimMechanism,
     ) {
         let mut left = budget;
+        if !reclaim.page_out_possible() {
+            return;
+        }
         for pid in self.background_app_pids(procs) {
-            if left == 0 {
+            if left == 0 || !reclaim.page_out_possible() {
                 break;
             }
             match reclaim.page_out_anon(pid, left) {
