@@ -225,6 +225,9 @@ pub struct Recorder {
     pub step_range: Option<StepRange>,
     /// What `mark_cold` reports marked, per call.
     pub cold_bytes: u64,
+    /// Nothing can be paged out (swap full): `page_out_possible` says so
+    /// and `page_out_anon` pages out 0 bytes.
+    pub page_out_full: bool,
 }
 
 impl PreloadMechanism for Recorder {
@@ -321,7 +324,10 @@ impl ReclaimMechanism for Recorder {
             pid,
             bytes: max_bytes,
         });
-        Ok(max_bytes)
+        Ok(if self.page_out_full { 0 } else { max_bytes })
+    }
+    fn page_out_possible(&mut self) -> bool {
+        !self.page_out_full
     }
     fn drop_file(&mut self, path: &str, offset: u64, len: u64) -> Result<u64, MechError> {
         self.calls.push(Call::Drop {

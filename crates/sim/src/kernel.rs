@@ -54,7 +54,7 @@ pub(crate) fn take_cells(c: &mut Cells, n: u64) -> u64 {
     }
     let mut taken = 0;
     for cell in c.iter_mut() {
-        for v in cell.iter_mut() {
+        for v in cell.iter_mut().filter(|v| **v > 0) {
             // v·n/total in u64 when the product fits (it nearly always
             // does), else in u128: the same quotient either way.
             let t = match v.checked_mul(n) {
@@ -124,6 +124,7 @@ impl Sim<'_> {
         let mut zram = 0;
         let mut swap = 0;
         let mut held = 0;
+        let mut stream = 0;
         // Apps untouched since the reset hold nothing (debug builds check
         // it at the next reset); a page one of them held anyway would show
         // as a drift of the totals below.
@@ -162,9 +163,16 @@ impl Sim<'_> {
             }
             file += sums.iter().sum::<u64>() + s.other_file;
             held += sums[Holder::Held as usize];
+            stream += sums[Holder::Stream as usize];
         }
         if held != self.held_total {
             return Err(format!("held total drifts: {held} vs {}", self.held_total));
+        }
+        if stream != self.stream_total {
+            return Err(format!(
+                "stream total drifts: {stream} vs {}",
+                self.stream_total
+            ));
         }
         if anon != self.anon_total || file != self.file_total {
             return Err(format!(
@@ -193,10 +201,13 @@ impl Sim<'_> {
 
     /// Adds `n` pages of app `a`'s launch files to the page cache for `h`.
     pub(crate) fn add_file(&mut self, a: usize, h: Holder, k: usize, b: usize, n: u64) {
+        self.gain_file(a);
         self.st[a].cells_mut(h)[k][b] += n;
         self.st[a].sum[h as usize] += n;
-        if h == Holder::Held {
-            self.held_total += n;
+        match h {
+            Holder::Held => self.held_total += n,
+            Holder::Stream => self.stream_total += n,
+            Holder::Own => {}
         }
         self.file_total += n;
         self.alloc_counter += n;
@@ -242,13 +253,31 @@ impl Sim<'_> {
         // The walk neither reads nor changes the LRU through `self`: it is
         // taken out for the walk and put back, rather than copied at every
         // call.
+        self.debug_check_lru();
         let order = std::mem::take(&mut self.lru);
         let fg = self.fg;
+        // Pages each pass may take (its holders' pages, the locked stream
+        // pages included): once none are left, the rest of the walk would
+        // take nothing from any app, and is not made.
+        let front: u64 = [fg, self.launching.filter(|&l| Some(l) != fg)]
+            .into_iter()
+            .flatten()
+            .map(|a| self.st[a].sum[Holder::Own as usize] + self.st[a].other_file)
+            .sum();
+        let background = self.file_total - self.held_total - self.stream_total - front;
+        let mut left = [background, self.held_total, self.stream_total, front];
+        // The apps of the cleared prefix hold nothing for any pass; the
+        // first pass extends the prefix over the apps it leaves empty.
+        let start = self.clear_file;
+        let mut extending = true;
         // 1. background apps, oldest first: their own pages and other cache.
         'passes: for pass in 0..4 {
-            for &a in &order {
+            for (i, &a) in order.iter().enumerate().skip(start) {
                 if got >= n {
                     break 'passes;
+                }
+                if left[pass] == 0 {
+                    break;
                 }
                 let is_fg = Some(a) == fg || Some(a) == self.launching;
                 let holders: &[Holder] = match pass {
@@ -264,16 +293,28 @@ impl Sim<'_> {
                     }
                     let t = take_cells(self.st[a].cells_mut(h), n - got);
                     self.st[a].sum[h as usize] -= t;
-                    if h == Holder::Held {
-                        self.held_total -= t;
+                    match h {
+                        Holder::Held => self.held_total -= t,
+                        Holder::Stream => self.stream_total -= t,
+                        Holder::Own => {}
                     }
                     self.st[a].evicted_outstanding += t;
                     got += t;
+                    left[pass] -= t;
                 }
                 if ((pass == 0 && !is_fg) || (pass == 3 && is_fg)) && self.st[a].other_file > 0 {
                     let t = self.st[a].other_file.min(n - got);
                     self.st[a].other_file -= t;
                     got += t;
+                    left[pass] -= t;
+                }
+                if pass == 0 && extending {
+                    let s = &self.st[a];
+                    if s.sum == [0; 3] && s.other_file == 0 {
+                        self.clear_file = i + 1;
+                    } else {
+                        extending = false;
+                    }
                 }
             }
         }
@@ -306,6 +347,9 @@ impl Sim<'_> {
         // taken out for the walk and put back, rather than copied (or a
         // one-app list allocated) at every call; the rebalancing page-out
         // calls this for every background app, many times a tick.
+        if only.is_none() {
+            self.debug_check_lru();
+        }
         let lru = std::mem::take(&mut self.lru);
         let only_one = only.map(|a| [a]);
         let order: &[usize] = match &only_one {
@@ -319,8 +363,12 @@ impl Sim<'_> {
         } else {
             &[None]
         };
+        // The LRU walk starts past the apps with nothing resident, and
+        // extends that prefix over those it finds or leaves so.
+        let start = if only.is_none() { self.clear_anon } else { 0 };
+        let mut extending = only.is_none();
         'classes: for &class in passes {
-            for &a in order {
+            for (i, &a) in order.iter().enumerate().skip(start) {
                 if got >= n {
                     break;
                 }
@@ -329,34 +377,40 @@ impl Sim<'_> {
                     // page out nothing.
                     break 'classes;
                 }
-                if only.is_none() && (Some(a) == self.fg || Some(a) == self.launching) {
-                    continue;
-                }
+                let front = only.is_none() && (Some(a) == self.fg || Some(a) == self.launching);
                 let avail = match class {
+                    _ if front => 0,
                     Some(c) => self.ariadne_resident(a, c),
                     None => self.st[a].anon_res,
                 };
-                if avail == 0 {
-                    continue;
+                if avail > 0 {
+                    let mut t = avail.min(n - got);
+                    let z = t.min(self.zram_cap - self.zram_stored);
+                    let f = (t - z).min(self.swap_cap - self.swap_used);
+                    t = z + f;
+                    self.st[a].anon_res -= t;
+                    self.st[a].anon_zram += z;
+                    self.st[a].anon_swap += f;
+                    self.zram_stored += z;
+                    self.swap_used += f;
+                    if let Some(c) = class {
+                        self.ariadne_stored(a, c, z);
+                    }
+                    cpu += z as f64 * ms_per_page;
+                    if f > 0 {
+                        flash += f as f64 * PAGE_BYTES as f64 / self.swap_write_rate() * 1000.0;
+                    }
+                    got += t;
                 }
-                let mut t = avail.min(n - got);
-                let z = t.min(self.zram_cap - self.zram_stored);
-                let f = (t - z).min(self.swap_cap - self.swap_used);
-                t = z + f;
-                self.st[a].anon_res -= t;
-                self.st[a].anon_zram += z;
-                self.st[a].anon_swap += f;
-                self.zram_stored += z;
-                self.swap_used += f;
-                if let Some(c) = class {
-                    self.ariadne_stored(a, c, z);
+                if extending {
+                    if self.st[a].anon_res == 0 {
+                        self.clear_anon = i + 1;
+                    } else {
+                        extending = false;
+                    }
                 }
-                cpu += z as f64 * ms_per_page;
-                if f > 0 {
-                    flash += f as f64 * PAGE_BYTES as f64 / self.swap_write_rate() * 1000.0;
-                }
-                got += t;
             }
+            extending = false;
         }
         self.lru = lru;
         self.anon_total -= got;
@@ -519,11 +573,13 @@ impl Sim<'_> {
             self.psi_full[idx] = 0.0;
         }
         self.psi_bucket = b;
+        self.psi_version += 1;
     }
 
     pub(crate) fn add_psi(&mut self, some_ms: f64, full_ms: f64) {
         self.roll_psi();
         self.psi_last_bucket = Some(self.psi_bucket);
+        self.psi_version += 1;
         let idx = (self.psi_bucket % PSI_BUCKETS as u64) as usize;
         self.psi_some[idx] += some_ms;
         self.psi_full[idx] += full_ms;
@@ -538,6 +594,13 @@ impl Sim<'_> {
             Some(last) if self.psi_bucket - last < buckets as u64 => {}
             _ => return (0.0, 0.0),
         }
+        // The same buckets as at the last call for this window: the same sum.
+        let slot = usize::from(buckets != PSI_BUCKETS);
+        let mut memo = self.psi_memo.get();
+        let (v, b, s, f) = memo[slot];
+        if v == self.psi_version && b == buckets {
+            return (s, f);
+        }
         let mut s = 0.0;
         let mut f = 0.0;
         for i in 0..buckets as u64 {
@@ -549,7 +612,10 @@ impl Sim<'_> {
             f += self.psi_full[idx];
         }
         let span = buckets as f64 * PSI_BUCKET_US as f64 / 1000.0;
-        ((s / span).min(1.0), (f / span).min(1.0))
+        let share = ((s / span).min(1.0), (f / span).min(1.0));
+        memo[slot] = (self.psi_version, buckets, share.0, share.1);
+        self.psi_memo.set(memo);
+        share
     }
 
     // ------------------------------------------------------------------
@@ -648,6 +714,7 @@ impl Sim<'_> {
         s.anon_swap = 0;
         s.alive = false;
         s.killed = true;
+        self.procs_ids_changed = true;
         self.pid_idx.remove(&s.pid);
         s.grow_target = 0;
         s.grown = 0;

@@ -88,6 +88,7 @@ impl Sim<'_> {
             s.window.prepaged_anon += got;
             self.zram_stored -= got;
             self.anon_total += got;
+            self.gain_anon(a);
             self.counters.refault_anon_pages += got;
             j.anon_left -= got;
             j.anon_done += got;
@@ -132,6 +133,7 @@ impl Sim<'_> {
             let wasted = got - placed;
             self.st[a].other_file += wasted;
             self.file_total += wasted;
+            self.gain_file(a);
             let w = &mut self.st[a].window;
             w.prepaged_file += got;
             w.used_file += placed;
@@ -505,6 +507,10 @@ impl ReclaimMechanism for Sim<'_> {
     /// within this tick's CPU budget of the rebalancing worker.
     fn page_out_anon(&mut self, pid: u32, max_bytes: u64) -> Result<u64, MechError> {
         let a = self.app_of_pid(pid, None).ok_or(MechError::Vanished(pid))?;
+        if self.st[a].anon_res == 0 {
+            // All of it is out already (the walk below would find nothing).
+            return Ok(0);
+        }
         let afford = self.page_out_afford();
         let n = (max_bytes / PAGE_BYTES).min(afford);
         let per_page = self.dev.anon_zram_ms_per_mib / 256.0;

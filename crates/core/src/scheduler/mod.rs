@@ -318,6 +318,16 @@ struct AppState {
 
 const DECISIONS_KEPT: usize = 64;
 
+/// The background processes of a page-out and what they were found from.
+struct BackgroundMemo {
+    /// [`Scheduler::apps_epoch`] then.
+    apps_epoch: u64,
+    /// The processes (footprints left out: the order does not read them).
+    procs: Vec<ProcInfo>,
+    /// The background app processes, least recently used first.
+    pids: Vec<u32>,
+}
+
 /// The scheduler's state between records (no I/O, no clock).
 pub struct Scheduler {
     cfg: SchedulerConfig,
@@ -347,6 +357,12 @@ pub struct Scheduler {
     /// asks for them several times.
     launching_count: usize,
     announced_count: usize,
+    /// Bumped whenever what decides which processes are background, and
+    /// in which order, may change: an app's use or launch, the
+    /// foreground, the processes never acted on.
+    apps_epoch: u64,
+    /// The latest page-out's background processes.
+    background_memo: Option<BackgroundMemo>,
     declared: BTreeSet<String>,
     foreground: Option<String>,
     fg_notified: bool,
@@ -420,6 +436,8 @@ impl Scheduler {
             apps,
             launching_count: 0,
             announced_count: 0,
+            apps_epoch: 0,
+            background_memo: None,
             declared: declared.iter().cloned().collect(),
             foreground: None,
             fg_notified: false,
@@ -455,6 +473,7 @@ impl Scheduler {
 
     /// Adds a pid that must never be acted on (e.g. a respawned worker).
     pub fn add_self_pid(&mut self, pid: u32) {
+        self.apps_epoch += 1;
         self.self_pids.insert(pid);
     }
 
@@ -518,6 +537,7 @@ impl Scheduler {
 
     /// Ends the launch of `app`, if it was launching; returns when it began.
     fn end_launching(&mut self, app: &str) -> Option<u64> {
+        self.apps_epoch += 1;
         let since = self.apps.get_mut(app)?.launching_since.take();
         if since.is_some() {
             self.launching_count -= 1;
@@ -680,13 +700,66 @@ impl Scheduler {
     ) {
         self.prune_announced(procs);
         self.note_app_procs(procs);
+        self.tick_parts(s, now_unix_ms, procs, None, m);
+    }
+
+    /// A tick given without its process list, for a driver whose processes
+    /// are, in who they are (pid, start time, app), those it gave the
+    /// latest tick, and which would give the list again, or again not, as
+    /// it did then (the list goes with [`Self::wants_procs`]). When the tick
+    /// reads no more of the list than who is in it (no page-out the
+    /// mechanism can carry out, no proactive page-out, no kill considered:
+    /// these order and weigh the processes by their use and footprints), it
+    /// decides and acts here as [`Self::tick`] with the list would, and true
+    /// is returned; otherwise nothing changes, false is returned, and the
+    /// driver gives the full tick. A driver replays long stretches in which
+    /// no process comes or goes (the simulator's idle hours) without making
+    /// the list at every tick.
+    pub fn tick_same_procs(
+        &mut self,
+        s: &DomainSample,
+        now_unix_ms: u64,
+        m: &mut dyn Mechanisms,
+    ) -> bool {
+        // A launch may expire at this tick, before the reclaimer plans.
+        if self.any_launching() || self.proactive_wants_procs(s) {
+            return false;
+        }
+        let kill = self.kill_wanted(s).is_ok();
+        let plan = self.plan_reclaim(s);
+        if kill
+            || (plan.pages_out() && !self.page_out_unsupported && m.reclaim().page_out_possible())
+        {
+            return false;
+        }
+        // Pruning and noting the same processes again changes nothing.
+        self.tick_parts(s, now_unix_ms, &[], Some((plan, kill)), m);
+        true
+    }
+
+    /// The modules' parts of a tick; `planned` is the reclaimer's plan and
+    /// the kill trigger, when already found for this sample.
+    fn tick_parts(
+        &mut self,
+        s: &DomainSample,
+        now_unix_ms: u64,
+        procs: &[ProcInfo],
+        planned: Option<(reclaiming::ReclaimPlan, bool)>,
+        m: &mut dyn Mechanisms,
+    ) {
         self.preload_step(s.now_ms, now_unix_ms, m.preload());
-        self.reclaim_step(s, procs, m.reclaim());
+        let (plan, kill) = match planned {
+            Some((p, k)) => (p, Some(k)),
+            None => (self.plan_reclaim(s), None),
+        };
+        self.reclaim_planned(s, plan, procs, m.reclaim());
         self.proactive_step(s, procs, m.reclaim());
         self.refault_step(s, m.reclaim());
         // Memory the released locks give back is waited for before a kill.
         let yielded = self.yield_launch_protection(s, m.preload());
-        if !yielded && self.kill_wanted(s).is_ok() {
+        // (The trigger reads the sample, the PSI history and the last kill,
+        // which nothing above changes.)
+        if !yielded && kill.unwrap_or_else(|| self.kill_wanted(s).is_ok()) {
             self.kill_step(s, procs, m.kill());
         }
         self.record_psi(s);
@@ -701,6 +774,7 @@ impl Scheduler {
         }
         self.launching_count = 0;
         self.announced_count = 0;
+        self.apps_epoch += 1;
         self.standby.clear();
         self.standby_dirty = true;
         self.standby_need = None;
@@ -767,6 +841,7 @@ impl Scheduler {
     ) -> Result<String, EventError> {
         self.check_event(app, proc_id)?;
         self.stats.count_event(event);
+        self.apps_epoch += 1;
         let st = self.apps.entry(app.to_string()).or_default();
         if let Some(id) = proc_id {
             if event != EventKind::Exit && st.procs.insert(id) {

@@ -31,7 +31,7 @@ use crate::preload::{self, FileSpan};
 use crate::profile::LaunchProfile;
 use crate::reason::Reason;
 use crate::reclaim::ReclaimMode;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 impl Scheduler {
@@ -201,26 +201,43 @@ impl Scheduler {
         self.standby_need = None;
         let sets = self.standby_sets();
         let active = self.active_apps();
-        // Every app with a set under the plan or held now, in name order:
-        // the plan's names are borrowed from its memo; only the held names
-        // the plan no longer has are copied (the holds change in the loop).
-        let unplanned: Vec<String> = self
-            .standby
-            .keys()
-            .filter(|a| !sets.contains_key(*a))
-            .cloned()
-            .collect();
-        let names: BTreeSet<&str> = sets.keys().chain(&unplanned).map(String::as_str).collect();
-        for app in names {
-            let want = sets.get(app).filter(|_| !active.iter().any(|a| a == app));
-            let same = match (want, self.standby.get(app)) {
+        // Every app with a set under the plan or held now whose hold must
+        // change, in name order: the plan and the holds are both maps by
+        // name, walked side by side. (Each app's change touches only its
+        // own hold, so they are found before any is made.)
+        let mut changed: Vec<String> = Vec::new();
+        let mut planned = sets.iter().peekable();
+        let mut held = self.standby.iter().peekable();
+        loop {
+            let (app, want, have) = match (planned.peek(), held.peek()) {
+                (None, None) => break,
+                (Some(&(p, w)), Some(&(h, v))) => match p.cmp(h) {
+                    std::cmp::Ordering::Less => (p, Some(w), None),
+                    std::cmp::Ordering::Greater => (h, None, Some(v)),
+                    std::cmp::Ordering::Equal => (p, Some(w), Some(v)),
+                },
+                (Some(&(p, w)), None) => (p, Some(w), None),
+                (None, Some(&(h, v))) => (h, None, Some(v)),
+            };
+            if want.is_some() {
+                planned.next();
+            }
+            if have.is_some() {
+                held.next();
+            }
+            let want = want.filter(|_| !active.iter().any(|a| a == app));
+            let same = match (want, have) {
                 (Some(w), Some(h)) => Arc::ptr_eq(w, h) || w == h,
                 (None, None) => true,
                 _ => false,
             };
-            if same {
-                continue;
+            if !same {
+                changed.push(app.clone());
             }
+        }
+        for app in &changed {
+            let app = app.as_str();
+            let want = sets.get(app).filter(|_| !active.iter().any(|a| a == app));
             self.drop_standby(app, now_ms, preload);
             let Some(spans) = want else {
                 continue;

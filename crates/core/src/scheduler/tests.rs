@@ -716,3 +716,142 @@ fn capacity_stall_is_measured_over_the_window_and_waits_a_window_after_a_kill() 
     };
     assert_eq!(s.kill_wanted(&no_total), Ok(Reason::KillHighestNetFreed));
 }
+
+/// A run driven two ways gives the same decisions, mechanism calls and
+/// counts: every tick in full (processes listed when `wants_procs` says
+/// so, as the simulator always did), or, while no process came or went,
+/// through `tick_same_procs` where it takes the tick. Memory swings
+/// through bursts, rebalancing and kills; the swap fills and empties.
+#[test]
+fn ticks_without_the_process_list_decide_as_full_ticks() {
+    for policy in [
+        "appflow",
+        "appflow+asap",
+        "appflow-amr",
+        "pmr",
+        "ariadne",
+        "refault",
+    ] {
+        let apps = ["a", "b", "c", "d"];
+        let mut full = sched(cfg(policy));
+        let mut lean = sched(cfg(policy));
+        let (mut rf, mut rl) = (Recorder::default(), Recorder::default());
+        let (mut df, mut dl) = (Vec::new(), Vec::new());
+        let mut alive: Vec<(u32, &str)> = Vec::new();
+        let mut next_pid = 100;
+        let (mut changed, mut listed) = (true, false);
+        let (mut taken, mut given) = (0, 0);
+        let mut calls_seen = 0;
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut alloc = 0u64;
+        let mut avail = 700u64;
+        for t in 1..4000u64 {
+            let now = t * 100;
+            if t % 97 == 0 {
+                // An event: a launch (a new process), a switch or a kill.
+                let app = apps[rnd(4) as usize];
+                let pid = match alive.iter().find(|(_, a)| *a == app) {
+                    Some(&(pid, _)) => pid,
+                    None => {
+                        next_pid += 1;
+                        alive.push((next_pid, app));
+                        changed = true;
+                        next_pid
+                    }
+                };
+                let e = if rnd(2) == 0 {
+                    EventKind::Launch
+                } else {
+                    EventKind::Foreground
+                };
+                for (s, r) in [(&mut full, &mut rf), (&mut lean, &mut rl)] {
+                    s.notify(e, app, None, now, r).unwrap();
+                }
+                if e == EventKind::Launch {
+                    for (s, r) in [(&mut full, &mut rf), (&mut lean, &mut rl)] {
+                        s.notify(EventKind::Launched, app, None, now + 50, r)
+                            .unwrap();
+                    }
+                }
+                let _ = pid;
+            }
+            if t % 331 == 0 && alive.len() > 1 {
+                alive.remove(0);
+                changed = true;
+            }
+            // Bursts now and then, long calm stretches otherwise.
+            if rnd(50) == 0 {
+                alloc += 20_000;
+                avail = 20 + rnd(120);
+            } else if rnd(20) == 0 {
+                avail = (avail + 10).min(900);
+            }
+            let full_swap = (t / 300) % 2 == 0;
+            rf.page_out_full = full_swap;
+            rl.page_out_full = full_swap;
+            let s = DomainSample {
+                swap_total_bytes: 512 * MIB,
+                swap_free_bytes: if full_swap { 0 } else { 256 * MIB },
+                psi_some_avg10: Some(rnd(20) as f64),
+                psi_some_total_us: Some(t * 1000),
+                ..sample(now, alloc, avail)
+            };
+            let procs: Vec<ProcInfo> = alive
+                .iter()
+                .map(|&(pid, app)| proc_(pid, app, 100 + t % 7))
+                .collect();
+            // Every tick in full.
+            let p: &[ProcInfo] = if full.wants_procs(&s) { &procs } else { &[] };
+            full.tick(&s, now, p, &mut rf);
+            df.extend(full.take_decisions());
+            // Without the list where the scheduler takes it so.
+            if !changed
+                && listed == (lean.mode() != ReclaimMode::Normal)
+                && lean.tick_same_procs(&s, now, &mut rl)
+            {
+                taken += 1;
+            } else {
+                listed = lean.wants_procs(&s);
+                let p: &[ProcInfo] = if listed { &procs } else { &[] };
+                lean.tick(&s, now, p, &mut rl);
+                changed = false;
+                given += 1;
+            }
+            dl.extend(lean.take_decisions());
+            // A killed process is gone from the next tick on.
+            for c in &rf.calls[calls_seen..] {
+                if let Call::Kill { pid, .. } = c {
+                    alive.retain(|&(p, _)| p != *pid);
+                    changed = true;
+                }
+            }
+            calls_seen = rf.calls.len();
+        }
+        assert_eq!(df, dl, "{policy}: decisions");
+        assert_eq!(rf.calls, rl.calls, "{policy}: mechanism calls");
+        assert_eq!(full.stats, lean.stats, "{policy}: counts");
+        assert_eq!(full.mode(), lean.mode(), "{policy}: mode");
+        if policy == "appflow" {
+            let count = |f: fn(&Call) -> bool| rf.calls.iter().filter(|c| f(c)).count();
+            let page_outs = count(|c| matches!(c, Call::PageOut { .. }));
+            let kills = count(|c| matches!(c, Call::Kill { .. }));
+            let switches = full.stats.switches_total();
+            assert!(
+                page_outs > 10 && kills > 0 && switches > 10,
+                "{page_outs} page-outs, {kills} kills, {switches} mode switches"
+            );
+        }
+        // Both ways were taken (PMR's page-out wants the list whenever
+        // less than δ is available, which is most of this run).
+        assert!(
+            taken > 10 && given > 10,
+            "{policy}: {taken} taken, {given} given"
+        );
+    }
+}
