@@ -130,10 +130,14 @@ pub trait ReclaimMechanism {
     /// swapped out or never touched does not count).
     fn page_out_anon(&mut self, pid: u32, max_bytes: u64) -> Result<u64, MechError>;
     /// False when the mechanism knows that a [`Self::page_out_anon`] call
-    /// now would page out nothing, whatever the process (no swap room left,
-    /// no CPU left for it in this tick): the caller skips the calls, which
-    /// would each return 0. The default, true, asks every process.
-    fn page_out_possible(&mut self) -> bool {
+    /// of at most `max_bytes` now would page out nothing for any background
+    /// app's process (not the foreground or launching app's, which the
+    /// scheduler never pages out): less than a page asked, no swap room
+    /// left, no CPU left for it in this tick, nothing of a background app
+    /// resident. The caller skips the calls, which would each return 0.
+    /// The default, true, asks every process.
+    fn page_out_possible(&mut self, max_bytes: u64) -> bool {
+        let _ = max_bytes;
         true
     }
     /// Drops a file range from the page cache. Returns bytes dropped (as far as known).
@@ -326,7 +330,7 @@ impl ReclaimMechanism for Recorder {
         });
         Ok(if self.page_out_full { 0 } else { max_bytes })
     }
-    fn page_out_possible(&mut self) -> bool {
+    fn page_out_possible(&mut self, _max_bytes: u64) -> bool {
         !self.page_out_full
     }
     fn drop_file(&mut self, path: &str, offset: u64, len: u64) -> Result<u64, MechError> {

@@ -30,7 +30,7 @@ use crate::device::Device;
 use crate::policy::Policy;
 use crate::worker::PrepageJob;
 use appflow_core::killer::KillerConfig;
-use appflow_core::policy::SwitchStrategy;
+use appflow_core::policy::{KernelVariant, KillerStrategy, SwitchStrategy};
 use appflow_core::preload::{CutoffPlan, PreloadConfig};
 use appflow_core::prepage::{Feedback, SwitchObservation};
 use appflow_core::profile::LaunchProfile;
@@ -327,11 +327,12 @@ pub struct Sim<'a> {
     pub(crate) touch_paused: bool,
     next_pid: u32,
     pub(crate) name_idx: BTreeMap<String, usize>,
-    /// The app each live pid was given to (filled at a cold launch, emptied
-    /// at a kill or reset): the scheduler names processes by pid at every
-    /// page-out, many times a rebalancing tick. Lookups still check that
-    /// the app is alive with that pid.
-    pub(crate) pid_idx: BTreeMap<u32, usize>,
+    /// The app each pid since the last reset was given to, by pid −
+    /// `pid_base` (pids are handed out in order and never reused): the
+    /// scheduler names processes by pid at every page-out, many times a
+    /// rebalancing tick. Lookups check that the app is alive with that pid.
+    pub(crate) pid_apps: Vec<usize>,
+    pub(crate) pid_base: u32,
     /// Per app, the last standby set loaded and its cells: the scheduler
     /// reloads the same set after every launch, and mapping its spans to
     /// cells is the simulator's costliest step.
@@ -362,6 +363,9 @@ pub struct Sim<'a> {
     /// Apps that may still grow (alive, below their growth target),
     /// ascending: the idle loop grows only them.
     pub(crate) growing: Vec<usize>,
+    /// Apps with a standby target whose held pages may differ from it,
+    /// ascending: the touch pass walks only them.
+    pub(crate) touch_pending: Vec<usize>,
     /// A process came or went (a cold launch, a kill, a reset) since the
     /// latest tick that was given the process list or its absence. While
     /// none did, a tick that reads no footprint is the scheduler's
@@ -369,6 +373,8 @@ pub struct Sim<'a> {
     pub(crate) procs_ids_changed: bool,
     /// The latest tick was given the process list (not an empty one).
     last_tick_listed: bool,
+    /// The tick times of quiet steps offered to the scheduler (reused).
+    quiet_times: Vec<u64>,
     /// Counters of the run.
     pub counters: Counters,
     /// Kill log: (time µs, app, reason).
@@ -451,7 +457,8 @@ impl<'a> Sim<'a> {
             next_touch_us: 0,
             touch_paused: false,
             next_pid: 1000,
-            pid_idx: BTreeMap::new(),
+            pid_apps: Vec::new(),
+            pid_base: 1000,
             name_idx: models
                 .iter()
                 .enumerate()
@@ -468,8 +475,10 @@ impl<'a> Sim<'a> {
             stream_apps: Vec::new(),
             touched: vec![false; n],
             growing: Vec::new(),
+            touch_pending: Vec::new(),
             procs_ids_changed: true,
             last_tick_listed: false,
+            quiet_times: Vec::new(),
         }
     }
 
@@ -803,7 +812,8 @@ impl<'a> Sim<'a> {
             s.alive = true;
             s.pid = pid;
             self.procs_ids_changed = true;
-            self.pid_idx.insert(pid, a);
+            debug_assert_eq!(pid - self.pid_base, self.pid_apps.len() as u32);
+            self.pid_apps.push(a);
             s.start_ms = now_ms;
             s.killed = false;
             self.event(EventKind::Launch, a);
@@ -834,6 +844,9 @@ impl<'a> Sim<'a> {
         let end = self.now_us + dur_us;
         while self.now_us < end {
             let busy = self.mode != ReclaimMode::Normal || self.kswapd_on || self.scheduler_busy();
+            if busy && self.skip_quiet_steps(end) {
+                continue;
+            }
             let step = if busy {
                 (self.cfg.reclaim.tick_ms * 1000).min(end - self.now_us)
             } else {
@@ -865,6 +878,61 @@ impl<'a> Sim<'a> {
             }
         }
         self.roll_psi();
+    }
+
+    /// Busy idle steps (one scheduler tick each, at the step's end) in which
+    /// nothing but the clock moves: no app grows, kswapd sleeps, no touch
+    /// is due, no process came or went, lmkd sees no pressure, and the
+    /// scheduler decides and does nothing ([`Scheduler::quiet_ticks`]; a
+    /// rebalancing with nothing to page out waits out its time limit so).
+    /// Takes as many of them as the scheduler does, in one go; returns
+    /// whether it took any. Every step and tick not taken is made as
+    /// before.
+    fn skip_quiet_steps(&mut self, end: u64) -> bool {
+        let tick_us = self.cfg.reclaim.tick_ms * 1000;
+        let Some(sched) = &self.sched else {
+            return false;
+        };
+        let st = &self.st;
+        let still = !self.procs_ids_changed
+            && !self.kswapd_on
+            && !self.blocked
+            && self.pol.def.kernel != KernelVariant::Pmr
+            // One tick per step, at its end.
+            && self.next_tick_us > self.now_us
+            && self.next_tick_us <= self.now_us + tick_us
+            // The tick would be given the process list again, or again not.
+            && self.last_tick_listed == (sched.mode() != ReclaimMode::Normal)
+            && (self.dev.cpu_budget_cores.is_none() || self.daemon_cpu_debt_ms == 0.0)
+            && !self.growing.iter().any(|&a| {
+                st[a].alive && st[a].grow_target > 0 && st[a].grown < st[a].grow_target
+            })
+            && !(self.pol.def.killer == KillerStrategy::Kernel && self.lmkd_pressure());
+        if !still {
+            return false;
+        }
+        let mut times = std::mem::take(&mut self.quiet_times);
+        times.clear();
+        let mut t = self.now_us + tick_us;
+        while t <= end && t < self.next_touch_us && times.len() < 4096 {
+            times.push(t / 1000);
+            t += tick_us;
+        }
+        // Each of those ticks would be given this sample but for its time,
+        // and a fresh page-out budget.
+        let sample = self.sample();
+        self.rebalance_budget_ms = self.cfg.reclaim.tick_ms as f64;
+        let mut taken = 0;
+        if !times.is_empty() {
+            self.apply_with(|sched, sim| {
+                taken = sched.quiet_ticks(&sample, &times, sim);
+            });
+        }
+        self.quiet_times = times;
+        let skipped = taken as u64 * tick_us;
+        self.now_us += skipped;
+        self.next_tick_us += skipped;
+        taken > 0
     }
 
     /// An idle step while nothing is busy: [`IDLE_STEP_US`], or finer while
@@ -954,8 +1022,10 @@ impl<'a> Sim<'a> {
         self.stream_total = 0;
         self.stream_apps.clear();
         self.growing.clear();
+        self.touch_pending.clear();
         self.procs_ids_changed = true;
-        self.pid_idx.clear();
+        self.pid_apps.clear();
+        self.pid_base = self.next_pid;
         self.zram_stored = 0;
         self.swap_used = 0;
         self.zram_cls = [0; 3];

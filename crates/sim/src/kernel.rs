@@ -294,7 +294,10 @@ impl Sim<'_> {
                     let t = take_cells(self.st[a].cells_mut(h), n - got);
                     self.st[a].sum[h as usize] -= t;
                     match h {
-                        Holder::Held => self.held_total -= t,
+                        Holder::Held => {
+                            self.held_total -= t;
+                            self.touch_pending_add(a);
+                        }
                         Holder::Stream => self.stream_total -= t,
                         Holder::Own => {}
                     }
@@ -646,6 +649,14 @@ impl Sim<'_> {
             })
     }
 
+    /// lmkd's pressure: PSI "some" over 1 s with swap low, or PSI "full".
+    pub(crate) fn lmkd_pressure(&self) -> bool {
+        let (some, full) = self.psi(10);
+        let cap = (self.zram_cap + self.swap_cap).max(1);
+        let swap_free = self.swap_room() as f64 / cap as f64;
+        (some >= LMKD_PSI_SOME && swap_free < LMKD_SWAP_FREE_LOW) || full >= LMKD_PSI_FULL
+    }
+
     /// The platform's killer: lmkd when the policy leaves killing to it,
     /// and the kernel's OOM killer when an allocation could not be met.
     pub(crate) fn kernel_kill_check(&mut self) {
@@ -655,12 +666,7 @@ impl Sim<'_> {
             let settled = self
                 .last_kill_us
                 .is_none_or(|t| self.now_us.saturating_sub(t) >= LMKD_KILL_TIMEOUT_US);
-            let (some, full) = self.psi(10);
-            let cap = (self.zram_cap + self.swap_cap).max(1);
-            let swap_free = self.swap_room() as f64 / cap as f64;
-            let pressure =
-                (some >= LMKD_PSI_SOME && swap_free < LMKD_SWAP_FREE_LOW) || full >= LMKD_PSI_FULL;
-            if !(forced || settled && pressure) {
+            if !(forced || settled && self.lmkd_pressure()) {
                 return;
             }
             Reason::KillLruByAdj
@@ -715,7 +721,6 @@ impl Sim<'_> {
         s.alive = false;
         s.killed = true;
         self.procs_ids_changed = true;
-        self.pid_idx.remove(&s.pid);
         s.grow_target = 0;
         s.grown = 0;
         self.counters.kills += 1;

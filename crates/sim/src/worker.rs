@@ -171,7 +171,9 @@ impl Sim<'_> {
     /// The live app with process `pid` (and start time `start_ms`, when
     /// given).
     fn app_of_pid(&self, pid: u32, start_ms: Option<u64>) -> Option<usize> {
-        let a = *self.pid_idx.get(&pid)?;
+        let a = *self
+            .pid_apps
+            .get(pid.checked_sub(self.pid_base)? as usize)?;
         let s = &self.st[a];
         (s.alive && s.pid == pid && start_ms.is_none_or(|t| s.start_ms == t)).then_some(a)
     }
@@ -248,22 +250,32 @@ impl Sim<'_> {
         if self.touch_paused {
             return used;
         }
-        for a in 0..self.st.len() {
+        // Only the apps whose held pages may differ from their target; the
+        // others are skipped as the walk of every app skipped them (every
+        // wanted page held). They stay listed until they are.
+        let mut pending = std::mem::take(&mut self.touch_pending);
+        let mut kept = 0;
+        for i in 0..pending.len() {
+            let a = pending[i];
             let Some(target) = self.st[a].standby_target else {
                 continue;
             };
             let s = &self.st[a];
-            let idle = s.held == target
-                || (self.free_pages() <= self.low_pages()
-                    && s.own.iter().all(|c| c[0] == 0 && c[1] == 0)
-                    && s.held
-                        .iter()
-                        .zip(&target)
-                        .all(|(h, w)| h[0] <= w[0] && h[1] <= w[1]));
+            if s.held == target {
+                continue;
+            }
+            pending[kept] = a;
+            kept += 1;
+            let idle = self.free_pages() <= self.low_pages()
+                && s.own.iter().all(|c| c[0] == 0 && c[1] == 0)
+                && s.held
+                    .iter()
+                    .zip(&target)
+                    .all(|(h, w)| h[0] <= w[0] && h[1] <= w[1]);
             if idle {
-                // Every wanted page is held, or nothing can change: no page
-                // held beyond the target, none of the app's own pages to
-                // take over, and no free page to read into.
+                // Nothing can change: no page held beyond the target, none
+                // of the app's own pages to take over, and no free page to
+                // read into.
                 continue;
             }
             for k in 0..CHUNKS {
@@ -305,9 +317,23 @@ impl Sim<'_> {
                 }
             }
             self.fix_sums(a);
+            if self.st[a].held == target {
+                kept -= 1;
+            }
+        }
+        pending.truncate(kept);
+        for a in std::mem::replace(&mut self.touch_pending, pending) {
+            self.touch_pending_add(a);
         }
         self.note_preload_peak();
         used
+    }
+
+    /// App `a`'s held pages may now differ from its standby target.
+    pub(crate) fn touch_pending_add(&mut self, a: usize) {
+        if let Err(p) = self.touch_pending.binary_search(&a) {
+            self.touch_pending.insert(p, a);
+        }
     }
 
     /// The worker streams up to `max_pages` of the queued launch sets, in
@@ -375,6 +401,7 @@ impl PreloadMechanism for Sim<'_> {
                     }
                 };
                 self.st[a].standby_target = Some(cells);
+                self.touch_pending_add(a);
                 self.next_touch_us = self.now_us;
             }
             Hold::Protect => {
@@ -523,10 +550,19 @@ impl ReclaimMechanism for Sim<'_> {
         Ok(got * PAGE_BYTES)
     }
 
-    /// Nothing can be paged out with the swap full or the tick's CPU
-    /// budget spent: `page_out_anon` would page out 0 pages of any app.
-    fn page_out_possible(&mut self) -> bool {
-        self.swap_room() > 0 && self.page_out_afford() > 0
+    /// Nothing can be paged out with less than a page asked, the swap
+    /// full, the tick's CPU budget spent, or no background app's memory
+    /// resident: `page_out_anon` would page out 0 pages of any background
+    /// app. (The scheduler's foreground and launching apps are the
+    /// simulator's: it sends their events.)
+    fn page_out_possible(&mut self, max_bytes: u64) -> bool {
+        let front = |a: Option<usize>| a.map_or(0, |a| self.st[a].anon_res);
+        let launching = self.launching.filter(|&l| Some(l) != self.fg);
+        let background = self.anon_total - front(self.fg) - front(launching);
+        max_bytes >= PAGE_BYTES
+            && background > 0
+            && self.swap_room() > 0
+            && self.page_out_afford() > 0
     }
 
     fn drop_file(&mut self, path: &str, _offset: u64, len: u64) -> Result<u64, MechError> {

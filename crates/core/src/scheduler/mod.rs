@@ -377,6 +377,10 @@ pub struct Scheduler {
     ef_yielded: bool,
     /// Ticks whose processes were noted (`note_app_procs`), counted.
     procs_noted: u64,
+    /// The processes of the latest noting (identity, app), and the apps'
+    /// epoch then: the same list again changes nothing.
+    noted: Vec<(ProcId, Option<String>)>,
+    noted_epoch: Option<u64>,
     /// Apps whose launch stream is held protected (locked).
     protecting: BTreeSet<String>,
     dropped_cold: bool,
@@ -447,6 +451,8 @@ impl Scheduler {
             ef_reapply_at_ms: 0,
             ef_yielded: false,
             procs_noted: 0,
+            noted: Vec::new(),
+            noted_epoch: None,
             protecting: BTreeSet::new(),
             dropped_cold: false,
             page_out_unsupported: false,
@@ -728,13 +734,72 @@ impl Scheduler {
         let kill = self.kill_wanted(s).is_ok();
         let plan = self.plan_reclaim(s);
         if kill
-            || (plan.pages_out() && !self.page_out_unsupported && m.reclaim().page_out_possible())
+            || (plan.pages_out()
+                && !self.page_out_unsupported
+                && plan.page_out_possible(m.reclaim()))
         {
             return false;
         }
         // Pruning and noting the same processes again changes nothing.
         self.tick_parts(s, now_unix_ms, &[], Some((plan, kill)), m);
         true
+    }
+
+    /// Ticks at `times` (ms, ascending, after the latest tick) that the
+    /// driver would give through [`Self::tick_same_procs`] with the latest
+    /// tick's sample but for the time (`s`, whose `now_ms` is ignored), and
+    /// in which nothing changed in the domain: as long as such a tick
+    /// decides and does nothing (no mode switch, no mechanism call, nothing
+    /// logged, no kill considered; the page-out asked of it finds nothing
+    /// the mechanism can move), it is taken here at the cost of the
+    /// controller's step, the killer's trigger and the bookkeeping, and the
+    /// count taken is returned. The first tick not taken would act: the
+    /// driver gives it as usual. The scheduler is left as those ticks would
+    /// leave it. A driver replays long stretches in which nothing changes
+    /// (a rebalancing that finds nothing to page out, waiting out its time
+    /// limit) without stepping its own model through them.
+    pub fn quiet_ticks(
+        &mut self,
+        s: &DomainSample,
+        times: &[u64],
+        reclaim: &mut dyn ReclaimMechanism,
+    ) -> usize {
+        let Some(last) = self.last_sample else {
+            return 0;
+        };
+        let unchanged = DomainSample {
+            now_ms: last.now_ms,
+            ..*s
+        } == last;
+        // What a tick's preloading, PMR's and the re-fault controller's
+        // parts, and a launch's protection do does not stay the same with
+        // time: such ticks are given in full.
+        if !unchanged
+            || self.any_launching()
+            || !self.protecting.is_empty()
+            || self.refault_active()
+            || self.proactive_active()
+            || (self.cfg.preload_strategy() != crate::policy::PreloadStrategy::None
+                && (self.plan_dirty
+                    || (self.standby_allowed()
+                        && (self.standby_dirty
+                            || self.standby_need.is_some_and(|n| self.room() >= n)))))
+        {
+            return 0;
+        }
+        let mut taken = 0;
+        for &now_ms in times {
+            let st = DomainSample { now_ms, ..*s };
+            let plan = self.plan_reclaim(&st);
+            if self.reclaim_acts(&plan, now_ms, reclaim) || self.kill_wanted(&st).is_ok() {
+                break;
+            }
+            // The tick's whole effect (`tick_parts` when nothing acts).
+            self.commit_reclaim(&st, &plan);
+            self.record_psi(&st);
+            taken += 1;
+        }
+        taken
     }
 
     /// The modules' parts of a tick; `planned` is the reclaimer's plan and

@@ -37,12 +37,15 @@ use std::sync::Arc;
 impl Scheduler {
     /// Apps whose standby set is not kept: launching ones and the foreground.
     pub(super) fn active_apps(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .apps
-            .iter()
-            .filter(|(_, a)| a.launching_since.is_some())
-            .map(|(n, _)| n.clone())
-            .collect();
+        let mut v: Vec<String> = if self.any_launching() {
+            self.apps
+                .iter()
+                .filter(|(_, a)| a.launching_since.is_some())
+                .map(|(n, _)| n.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
         if let Some(f) = &self.foreground {
             if !v.contains(f) {
                 v.push(f.clone());
@@ -130,7 +133,7 @@ impl Scheduler {
 
     /// Whether standby sets may be (re)loaded now: no launch in progress,
     /// the reclaimer in its normal mode.
-    fn standby_allowed(&self) -> bool {
+    pub(super) fn standby_allowed(&self) -> bool {
         !self.any_launching() && self.controller.mode() == ReclaimMode::Normal
     }
 

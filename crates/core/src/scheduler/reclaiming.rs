@@ -24,6 +24,13 @@ impl ReclaimPlan {
             .as_ref()
             .is_some_and(|st| st.d.anon_reclaim_bytes > 0)
     }
+
+    /// Whether the mechanism can page out any of what the tick asks.
+    pub(super) fn page_out_possible(&self, reclaim: &mut dyn ReclaimMechanism) -> bool {
+        self.step
+            .as_ref()
+            .is_some_and(|st| reclaim.page_out_possible(st.d.anon_reclaim_bytes))
+    }
 }
 
 /// The adaptive reclaimer's step of a tick.
@@ -168,9 +175,38 @@ impl Scheduler {
         }
     }
 
+    /// Whether the reclaimer's part of a tick planned as `p` acts: switches
+    /// the mode, logs, applies a mode, drops files, or asks for a page-out
+    /// the mechanism can carry out.
+    pub(super) fn reclaim_acts(
+        &self,
+        p: &ReclaimPlan,
+        now_ms: u64,
+        reclaim: &mut dyn ReclaimMechanism,
+    ) -> bool {
+        let Some(st) = &p.step else {
+            return false;
+        };
+        let d = &st.d;
+        let in_force = if st.ef_yielded {
+            ReclaimMode::Normal
+        } else {
+            d.mode
+        };
+        d.switched()
+            || st.ef_yielded != self.ef_yielded
+            || (in_force == ReclaimMode::EfficiencyFirst && now_ms >= self.ef_reapply_at_ms)
+            || (d.mode == ReclaimMode::EfficiencyFirst
+                && self.cfg.drop_cold_files
+                && !self.dropped_cold)
+            || (d.anon_reclaim_bytes > 0
+                && !self.page_out_unsupported
+                && reclaim.page_out_possible(d.anon_reclaim_bytes))
+    }
+
     /// Takes the planned state of a reclaim tick (the sample, the
     /// allocation counter, the controller's step and its count).
-    fn commit_reclaim(&mut self, s: &DomainSample, p: &ReclaimPlan) {
+    pub(super) fn commit_reclaim(&mut self, s: &DomainSample, p: &ReclaimPlan) {
         self.prev_alloc = Some((s.alloc_counter, s.now_ms));
         self.last_alloc_pages = p.alloc_pages;
         self.last_sample = Some(*s);
@@ -288,11 +324,11 @@ impl Scheduler {
         reclaim: &mut dyn ReclaimMechanism,
     ) {
         let mut left = budget;
-        if !reclaim.page_out_possible() {
+        if !reclaim.page_out_possible(left) {
             return;
         }
         for pid in self.background_app_pids_memo(procs) {
-            if left == 0 || !reclaim.page_out_possible() {
+            if left == 0 || !reclaim.page_out_possible(left) {
                 break;
             }
             match reclaim.page_out_anon(pid, left) {

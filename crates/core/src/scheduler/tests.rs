@@ -720,7 +720,8 @@ fn capacity_stall_is_measured_over_the_window_and_waits_a_window_after_a_kill() 
 /// A run driven two ways gives the same decisions, mechanism calls and
 /// counts: every tick in full (processes listed when `wants_procs` says
 /// so, as the simulator always did), or, while no process came or went,
-/// through `tick_same_procs` where it takes the tick. Memory swings
+/// through `quiet_ticks` over the stretches in which the sample stays the
+/// same and `tick_same_procs` where they take the tick. Memory swings
 /// through bursts, rebalancing and kills; the swap fills and empties.
 #[test]
 fn ticks_without_the_process_list_decide_as_full_ticks() {
@@ -732,16 +733,15 @@ fn ticks_without_the_process_list_decide_as_full_ticks() {
         "ariadne",
         "refault",
     ] {
+        // The script: each tick's sample (constant over stretches), its
+        // event and whether a process ends before it.
+        struct Step {
+            sample: DomainSample,
+            full_swap: bool,
+            event: Option<(EventKind, &'static str)>,
+            ends: bool,
+        }
         let apps = ["a", "b", "c", "d"];
-        let mut full = sched(cfg(policy));
-        let mut lean = sched(cfg(policy));
-        let (mut rf, mut rl) = (Recorder::default(), Recorder::default());
-        let (mut df, mut dl) = (Vec::new(), Vec::new());
-        let mut alive: Vec<(u32, &str)> = Vec::new();
-        let mut next_pid = 100;
-        let (mut changed, mut listed) = (true, false);
-        let (mut taken, mut given) = (0, 0);
-        let mut calls_seen = 0;
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut rnd = |n: u64| {
             x ^= x << 13;
@@ -749,81 +749,131 @@ fn ticks_without_the_process_list_decide_as_full_ticks() {
             x ^= x << 17;
             x % n
         };
-        let mut alloc = 0u64;
-        let mut avail = 700u64;
-        for t in 1..4000u64 {
-            let now = t * 100;
-            if t % 97 == 0 {
-                // An event: a launch (a new process), a switch or a kill.
-                let app = apps[rnd(4) as usize];
-                let pid = match alive.iter().find(|(_, a)| *a == app) {
-                    Some(&(pid, _)) => pid,
-                    None => {
-                        next_pid += 1;
-                        alive.push((next_pid, app));
-                        changed = true;
-                        next_pid
-                    }
-                };
-                let e = if rnd(2) == 0 {
-                    EventKind::Launch
-                } else {
-                    EventKind::Foreground
-                };
+        let (mut alloc, mut avail, mut psi, mut stall) = (0u64, 700u64, 0u64, 0u64);
+        let steps: Vec<Step> = (1..4000u64)
+            .map(|t| {
+                let event = (t % 97 == 0).then(|| {
+                    let e = if rnd(2) == 0 {
+                        EventKind::Launch
+                    } else {
+                        EventKind::Foreground
+                    };
+                    (e, apps[rnd(4) as usize])
+                });
+                // Bursts now and then, long calm stretches otherwise.
+                if rnd(50) == 0 {
+                    alloc += 20_000;
+                    avail = 20 + rnd(120);
+                    stall += rnd(300_000);
+                } else if rnd(20) == 0 {
+                    avail = (avail + 10).min(900);
+                }
+                if rnd(25) == 0 {
+                    psi = rnd(20);
+                }
+                let full_swap = (t / 300) % 2 == 0;
+                Step {
+                    sample: DomainSample {
+                        swap_total_bytes: 512 * MIB,
+                        swap_free_bytes: if full_swap { 0 } else { 256 * MIB },
+                        psi_some_avg10: Some(psi as f64),
+                        psi_some_total_us: Some(stall),
+                        ..sample(t * 100, alloc, avail)
+                    },
+                    full_swap,
+                    event,
+                    ends: t % 331 == 0,
+                }
+            })
+            .collect();
+        let same = |a: &Step, b: &Step| {
+            DomainSample {
+                now_ms: 0,
+                ..a.sample
+            } == DomainSample {
+                now_ms: 0,
+                ..b.sample
+            } && a.full_swap == b.full_swap
+                && b.event.is_none()
+                && !b.ends
+        };
+        let mut full = sched(cfg(policy));
+        let mut lean = sched(cfg(policy));
+        let (mut rf, mut rl) = (Recorder::default(), Recorder::default());
+        let (mut df, mut dl) = (Vec::new(), Vec::new());
+        let mut alive: Vec<(u32, &str)> = Vec::new();
+        let mut next_pid = 100;
+        let (mut changed, mut listed) = (true, false);
+        let (mut quiet, mut taken, mut given) = (0, 0, 0);
+        let mut lean_until = 0;
+        let mut calls_seen = 0;
+        for (i, step) in steps.iter().enumerate() {
+            let now = step.sample.now_ms;
+            if let Some((e, app)) = step.event {
+                if !alive.iter().any(|(_, a)| *a == app) {
+                    next_pid += 1;
+                    alive.push((next_pid, app));
+                    changed = true;
+                }
                 for (s, r) in [(&mut full, &mut rf), (&mut lean, &mut rl)] {
                     s.notify(e, app, None, now, r).unwrap();
-                }
-                if e == EventKind::Launch {
-                    for (s, r) in [(&mut full, &mut rf), (&mut lean, &mut rl)] {
+                    if e == EventKind::Launch {
                         s.notify(EventKind::Launched, app, None, now + 50, r)
                             .unwrap();
                     }
                 }
-                let _ = pid;
             }
-            if t % 331 == 0 && alive.len() > 1 {
+            if step.ends && alive.len() > 1 {
                 alive.remove(0);
                 changed = true;
             }
-            // Bursts now and then, long calm stretches otherwise.
-            if rnd(50) == 0 {
-                alloc += 20_000;
-                avail = 20 + rnd(120);
-            } else if rnd(20) == 0 {
-                avail = (avail + 10).min(900);
-            }
-            let full_swap = (t / 300) % 2 == 0;
-            rf.page_out_full = full_swap;
-            rl.page_out_full = full_swap;
-            let s = DomainSample {
-                swap_total_bytes: 512 * MIB,
-                swap_free_bytes: if full_swap { 0 } else { 256 * MIB },
-                psi_some_avg10: Some(rnd(20) as f64),
-                psi_some_total_us: Some(t * 1000),
-                ..sample(now, alloc, avail)
-            };
+            rf.page_out_full = step.full_swap;
+            rl.page_out_full = step.full_swap;
+            let s = &step.sample;
             let procs: Vec<ProcInfo> = alive
                 .iter()
-                .map(|&(pid, app)| proc_(pid, app, 100 + t % 7))
+                .map(|&(pid, app)| proc_(pid, app, 100 + (i as u64 / 50) % 7))
                 .collect();
             // Every tick in full.
-            let p: &[ProcInfo] = if full.wants_procs(&s) { &procs } else { &[] };
-            full.tick(&s, now, p, &mut rf);
+            let p: &[ProcInfo] = if full.wants_procs(s) { &procs } else { &[] };
+            full.tick(s, now, p, &mut rf);
             df.extend(full.take_decisions());
-            // Without the list where the scheduler takes it so.
-            if !changed
-                && listed == (lean.mode() != ReclaimMode::Normal)
-                && lean.tick_same_procs(&s, now, &mut rl)
-            {
-                taken += 1;
-            } else {
-                listed = lean.wants_procs(&s);
-                let p: &[ProcInfo] = if listed { &procs } else { &[] };
-                lean.tick(&s, now, p, &mut rl);
-                changed = false;
-                given += 1;
+            // The stretch from here on with this sample, taken at once
+            // while quiet; then this tick without the list where the
+            // scheduler takes it so; else in full.
+            if i >= lean_until {
+                let stretch = i > 0
+                    && !changed
+                    && listed == (lean.mode() != ReclaimMode::Normal)
+                    && same(&steps[i - 1], step);
+                let k = if stretch {
+                    let times: Vec<u64> = steps[i..]
+                        .iter()
+                        .take_while(|b| same(step, b))
+                        .map(|b| b.sample.now_ms)
+                        .collect();
+                    lean.quiet_ticks(s, &times, &mut rl)
+                } else {
+                    0
+                };
+                quiet += k;
+                lean_until = i + k;
+                if k == 0 {
+                    if !changed
+                        && listed == (lean.mode() != ReclaimMode::Normal)
+                        && lean.tick_same_procs(s, now, &mut rl)
+                    {
+                        taken += 1;
+                    } else {
+                        listed = lean.wants_procs(s);
+                        let p: &[ProcInfo] = if listed { &procs } else { &[] };
+                        lean.tick(s, now, p, &mut rl);
+                        changed = false;
+                        given += 1;
+                    }
+                }
+                dl.extend(lean.take_decisions());
             }
-            dl.extend(lean.take_decisions());
             // A killed process is gone from the next tick on.
             for c in &rf.calls[calls_seen..] {
                 if let Call::Kill { pid, .. } = c {
@@ -843,15 +893,15 @@ fn ticks_without_the_process_list_decide_as_full_ticks() {
             let kills = count(|c| matches!(c, Call::Kill { .. }));
             let switches = full.stats.switches_total();
             assert!(
-                page_outs > 10 && kills > 0 && switches > 10,
-                "{page_outs} page-outs, {kills} kills, {switches} mode switches"
+                page_outs > 10 && kills > 0 && switches > 10 && quiet > 100,
+                "{page_outs} page-outs, {kills} kills, {switches} mode switches, {quiet} quiet"
             );
         }
-        // Both ways were taken (PMR's page-out wants the list whenever
+        // Every way was taken (PMR's page-out wants the list whenever
         // less than δ is available, which is most of this run).
         assert!(
             taken > 10 && given > 10,
-            "{policy}: {taken} taken, {given} given"
+            "{policy}: {quiet} quiet, {taken} taken, {given} given"
         );
     }
 }
