@@ -302,6 +302,8 @@ pub struct Sim<'a> {
     /// lmkd's 1 s): (version, buckets, some, full). Between changes of the
     /// buckets, [`Sim::psi`] is the same sum.
     pub(crate) psi_memo: std::cell::Cell<[(u64, usize, f64, f64); 2]>,
+    /// The zram pool of the last [`Sim::zram_pool`]: (stored pages, pool pages).
+    pub(crate) zram_pool_memo: std::cell::Cell<(u64, u64)>,
     /// Cumulative `some` stall, µs (PSI's `total=`; never reset).
     pub(crate) psi_some_total_us: u64,
     /// PMR: pages in kshrinkd's victim list.
@@ -443,6 +445,7 @@ impl<'a> Sim<'a> {
             psi_last_bucket: None,
             psi_version: 0,
             psi_memo: std::cell::Cell::new([(u64::MAX, 0, 0.0, 0.0); 2]),
+            zram_pool_memo: std::cell::Cell::new((0, 0)),
             psi_some_total_us: 0,
             pmr_victims: 0,
             kswapd_batch_pages: cfg

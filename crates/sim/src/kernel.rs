@@ -93,7 +93,15 @@ impl Sim<'_> {
         if self.ariadne() {
             return self.ariadne_pool();
         }
-        (self.zram_stored as f64 / self.dev.zram_ratio).ceil() as u64
+        // The same stored pages as at the last call: the same pool (free
+        // memory is asked for at every step of every walk).
+        let (stored, pool) = self.zram_pool_memo.get();
+        if stored == self.zram_stored {
+            return pool;
+        }
+        let pool = (self.zram_stored as f64 / self.dev.zram_ratio).ceil() as u64;
+        self.zram_pool_memo.set((self.zram_stored, pool));
+        pool
     }
 
     /// Free pages.
@@ -249,82 +257,109 @@ impl Sim<'_> {
 
     /// Evicts up to `n` file pages in LRU order; returns pages evicted.
     pub(crate) fn evict_file(&mut self, n: u64) -> u64 {
-        let mut got = 0;
         // The walk neither reads nor changes the LRU through `self`: it is
         // taken out for the walk and put back, rather than copied at every
-        // call.
+        // call. The apps of the cleared prefix hold no page cache: every
+        // pass starts past them.
         self.debug_check_lru();
         let order = std::mem::take(&mut self.lru);
+        let start = self.clear_file;
         let fg = self.fg;
-        // Pages each pass may take (its holders' pages, the locked stream
-        // pages included): once none are left, the rest of the walk would
-        // take nothing from any app, and is not made.
-        let front: u64 = [fg, self.launching.filter(|&l| Some(l) != fg)]
+        let launching = self.launching.filter(|&l| Some(l) != fg);
+        let front_apps = [fg, launching];
+        let is_front = |a: usize| Some(a) == fg || Some(a) == launching;
+        let front: u64 = front_apps
             .into_iter()
             .flatten()
             .map(|a| self.st[a].sum[Holder::Own as usize] + self.st[a].other_file)
             .sum();
-        let background = self.file_total - self.held_total - self.stream_total - front;
-        let mut left = [background, self.held_total, self.stream_total, front];
-        // The apps of the cleared prefix hold nothing for any pass; the
-        // first pass extends the prefix over the apps it leaves empty.
-        let start = self.clear_file;
+        let mut got = 0;
+        // 1. Background apps, oldest first: their own pages and other cache,
+        //    until none is left (the rest of the walk would take nothing);
+        //    the walk extends the cleared prefix over the apps it empties.
+        let mut left = self.file_total - self.held_total - self.stream_total - front;
         let mut extending = true;
-        // 1. background apps, oldest first: their own pages and other cache.
-        'passes: for pass in 0..4 {
-            for (i, &a) in order.iter().enumerate().skip(start) {
-                if got >= n {
-                    break 'passes;
-                }
-                if left[pass] == 0 {
-                    break;
-                }
-                let is_fg = Some(a) == fg || Some(a) == self.launching;
-                let holders: &[Holder] = match pass {
-                    0 if !is_fg => &[Holder::Own],
-                    1 => &[Holder::Held],
-                    2 => &[Holder::Stream],
-                    3 if is_fg => &[Holder::Own],
-                    _ => &[],
-                };
-                for &h in holders {
-                    if self.st[a].sum[h as usize] == 0 || self.file_protected(a, h) {
-                        continue;
-                    }
-                    let t = take_cells(self.st[a].cells_mut(h), n - got);
-                    self.st[a].sum[h as usize] -= t;
-                    match h {
-                        Holder::Held => {
-                            self.held_total -= t;
-                            self.touch_pending_add(a);
-                        }
-                        Holder::Stream => self.stream_total -= t,
-                        Holder::Own => {}
-                    }
-                    self.st[a].evicted_outstanding += t;
-                    got += t;
-                    left[pass] -= t;
-                }
-                if ((pass == 0 && !is_fg) || (pass == 3 && is_fg)) && self.st[a].other_file > 0 {
-                    let t = self.st[a].other_file.min(n - got);
-                    self.st[a].other_file -= t;
-                    got += t;
-                    left[pass] -= t;
-                }
-                if pass == 0 && extending {
-                    let s = &self.st[a];
-                    if s.sum == [0; 3] && s.other_file == 0 {
-                        self.clear_file = i + 1;
-                    } else {
-                        extending = false;
-                    }
+        for (i, &a) in order.iter().enumerate().skip(start) {
+            if got >= n || left == 0 {
+                break;
+            }
+            if !is_front(a) {
+                let t = self.take_file(a, Holder::Own, n - got);
+                got += t;
+                left -= t;
+                let t = self.st[a].other_file.min(n - got);
+                self.st[a].other_file -= t;
+                got += t;
+                left -= t;
+            }
+            if extending {
+                let s = &self.st[a];
+                if s.sum == [0; 3] && s.other_file == 0 {
+                    self.clear_file = i + 1;
+                } else {
+                    extending = false;
                 }
             }
+        }
+        // 2. The standby sets held, 3. launch streams (not a launch's
+        //    locked pages), oldest app first.
+        for h in [Holder::Held, Holder::Stream] {
+            let mut left = match h {
+                Holder::Held => self.held_total,
+                _ => self.stream_total,
+            };
+            for &a in &order[start.min(order.len())..] {
+                if got >= n || left == 0 {
+                    break;
+                }
+                if !self.file_protected(a, h) {
+                    let t = self.take_file(a, h, n - got);
+                    got += t;
+                    left -= t;
+                }
+            }
+        }
+        // 4. The foreground and launching apps' own pages and other cache,
+        //    in LRU order (in the cleared prefix they hold none).
+        let mut front_order = front_apps.map(|a| a.filter(|&a| self.lru_pos[a] >= start));
+        if let [Some(x), Some(y)] = front_order {
+            if self.lru_pos[y] < self.lru_pos[x] {
+                front_order = [Some(y), Some(x)];
+            }
+        }
+        for a in front_order.into_iter().flatten() {
+            if got >= n {
+                break;
+            }
+            got += self.take_file(a, Holder::Own, n - got);
+            let t = self.st[a].other_file.min(n - got);
+            self.st[a].other_file -= t;
+            got += t;
         }
         self.lru = order;
         self.file_total -= got;
         self.counters.evicted_file_pages += got;
         got
+    }
+
+    /// Evicts up to `n` of app `a`'s launch-file pages held by `h` (in
+    /// proportion over its cells); returns how many.
+    fn take_file(&mut self, a: usize, h: Holder, n: u64) -> u64 {
+        if self.st[a].sum[h as usize] == 0 || n == 0 {
+            return 0;
+        }
+        let t = take_cells(self.st[a].cells_mut(h), n);
+        self.st[a].sum[h as usize] -= t;
+        match h {
+            Holder::Held => {
+                self.held_total -= t;
+                self.touch_pending_add(a);
+            }
+            Holder::Stream => self.stream_total -= t,
+            Holder::Own => {}
+        }
+        self.st[a].evicted_outstanding += t;
+        t
     }
 
     /// The kernel's LRU reclaim's CPU cost per anonymous page.

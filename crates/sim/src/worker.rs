@@ -278,6 +278,9 @@ impl Sim<'_> {
                 // read into.
                 continue;
             }
+            // Free pages above the low watermark, kept as the reads below
+            // take them (nothing else here changes free memory).
+            let mut free_above_low = self.free_pages().saturating_sub(self.low_pages());
             for k in 0..CHUNKS {
                 for b in 0..2 {
                     let want = target[k][b];
@@ -294,9 +297,7 @@ impl Sim<'_> {
                     let room = self.models[a].chunk_pages[k][b] - s.cached(k, b);
                     // Bounded by the free pages above the low watermark
                     // first: the throughput lookup below is the costly part.
-                    let mut n = missing
-                        .min(room)
-                        .min(self.free_pages().saturating_sub(self.low_pages()));
+                    let mut n = missing.min(room).min(free_above_low);
                     if n == 0 {
                         continue;
                     }
@@ -312,6 +313,7 @@ impl Sim<'_> {
                         continue;
                     }
                     self.add_file(a, Holder::Held, k, b, n);
+                    free_above_low -= n;
                     self.counters.preload_read_pages += n;
                     used += n as f64 / rate;
                 }
