@@ -56,7 +56,7 @@ fn proc_(pid: u32, app: &str, mib: u64) -> ProcInfo {
         app: Some(app.into()),
         oom_score_adj: 900,
         footprint_bytes: Some(mib * MIB),
-        protected: false,
+        ..Default::default()
     }
 }
 
@@ -725,20 +725,25 @@ fn capacity_stall_is_measured_over_the_window_and_waits_a_window_after_a_kill() 
 /// through bursts, rebalancing and kills; the swap fills and empties.
 #[test]
 fn ticks_without_the_process_list_decide_as_full_ticks() {
-    for policy in [
-        "appflow",
-        "appflow+asap",
-        "appflow-amr",
-        "pmr",
-        "ariadne",
-        "refault",
+    // (policy, M_F and N_alloc derived from the launches: the daemon's
+    // default, which the launches' ticks feed).
+    for (policy, auto) in [
+        ("appflow", false),
+        ("appflow", true),
+        ("appflow+asap", false),
+        ("appflow-amr", false),
+        ("pmr", false),
+        ("ariadne", false),
+        ("refault", false),
     ] {
         // The script: each tick's sample (constant over stretches), its
-        // event and whether a process ends before it.
+        // event, the app whose launch ends at it (three ticks after it
+        // began), and whether a process ends before it.
         struct Step {
             sample: DomainSample,
             full_swap: bool,
             event: Option<(EventKind, &'static str)>,
+            launched: Option<&'static str>,
             ends: bool,
         }
         let apps = ["a", "b", "c", "d"];
@@ -782,10 +787,17 @@ fn ticks_without_the_process_list_decide_as_full_ticks() {
                     },
                     full_swap,
                     event,
+                    launched: None,
                     ends: t % 331 == 0,
                 }
             })
             .collect();
+        let mut steps = steps;
+        for i in 0..steps.len().saturating_sub(3) {
+            if let Some((EventKind::Launch, app)) = steps[i].event {
+                steps[i + 3].launched = Some(app);
+            }
+        }
         let same = |a: &Step, b: &Step| {
             DomainSample {
                 now_ms: 0,
@@ -795,10 +807,17 @@ fn ticks_without_the_process_list_decide_as_full_ticks() {
                 ..b.sample
             } && a.full_swap == b.full_swap
                 && b.event.is_none()
+                && b.launched.is_none()
                 && !b.ends
         };
-        let mut full = sched(cfg(policy));
-        let mut lean = sched(cfg(policy));
+        let conf = || {
+            let mut c = cfg(policy);
+            c.auto_low_memory = auto;
+            c.auto_alloc_threshold = auto;
+            c
+        };
+        let mut full = sched(conf());
+        let mut lean = sched(conf());
         let (mut rf, mut rl) = (Recorder::default(), Recorder::default());
         let (mut df, mut dl) = (Vec::new(), Vec::new());
         let mut alive: Vec<(u32, &str)> = Vec::new();
@@ -809,6 +828,11 @@ fn ticks_without_the_process_list_decide_as_full_ticks() {
         let mut calls_seen = 0;
         for (i, step) in steps.iter().enumerate() {
             let now = step.sample.now_ms;
+            if let Some(app) = step.launched {
+                for (s, r) in [(&mut full, &mut rf), (&mut lean, &mut rl)] {
+                    s.notify(EventKind::Launched, app, None, now, r).unwrap();
+                }
+            }
             if let Some((e, app)) = step.event {
                 if !alive.iter().any(|(_, a)| *a == app) {
                     next_pid += 1;
@@ -817,10 +841,6 @@ fn ticks_without_the_process_list_decide_as_full_ticks() {
                 }
                 for (s, r) in [(&mut full, &mut rf), (&mut lean, &mut rl)] {
                     s.notify(e, app, None, now, r).unwrap();
-                    if e == EventKind::Launch {
-                        s.notify(EventKind::Launched, app, None, now + 50, r)
-                            .unwrap();
-                    }
                 }
             }
             if step.ends && alive.len() > 1 {
@@ -887,7 +907,15 @@ fn ticks_without_the_process_list_decide_as_full_ticks() {
         assert_eq!(rf.calls, rl.calls, "{policy}: mechanism calls");
         assert_eq!(full.stats, lean.stats, "{policy}: counts");
         assert_eq!(full.mode(), lean.mode(), "{policy}: mode");
-        if policy == "appflow" {
+        if auto {
+            // The launches' rates were measured and the sizing derived.
+            assert!(
+                full.apps.values().any(|a| a.launch_rate_pages.is_some()),
+                "no launch rate measured"
+            );
+            assert_eq!(full.launch_needs(), lean.launch_needs(), "launch needs");
+        }
+        if policy == "appflow" && !auto {
             let count = |f: fn(&Call) -> bool| rf.calls.iter().filter(|c| f(c)).count();
             let page_outs = count(|c| matches!(c, Call::PageOut { .. }));
             let kills = count(|c| matches!(c, Call::Kill { .. }));
@@ -904,4 +932,181 @@ fn ticks_without_the_process_list_decide_as_full_ticks() {
             "{policy}: {quiet} quiet, {taken} taken, {given} given"
         );
     }
+}
+
+fn desktop_proc(pid: u32, app: Option<&str>, idle_ms: Option<u64>) -> ProcInfo {
+    ProcInfo {
+        pid,
+        start_time: pid as u64,
+        comm: format!("p{pid}"),
+        app: app.map(str::to_string),
+        oom_score_adj: 0,
+        footprint_bytes: Some(300 * MIB),
+        idle_ms,
+        ..Default::default()
+    }
+}
+
+fn paged_out(r: &Recorder) -> Vec<u32> {
+    r.calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::PageOut { pid, .. } => Some(*pid),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Calm ticks with memory far below M_F for 12 s: past a time-out of an
+/// earlier rebalancing and its cool-down, a rebalancing runs.
+fn rebalance_ticks(s: &mut Scheduler, r: &mut Recorder, procs: &[ProcInfo], from: u64) {
+    for t in 0..120 {
+        let mut low = sample(from + t * 100, 0, 20);
+        low.anon_bytes = 900 * MIB;
+        s.tick(&low, 0, procs, r);
+    }
+}
+
+#[test]
+fn idle_processes_of_no_app_are_paged_out_active_ones_are_not() {
+    // A desktop: every process has adj 0 and no launcher speaks. Before,
+    // nothing was background, so rebalancing paged nothing out.
+    let mut s = sched(cfg("appflow-amr"));
+    let mut r = Recorder::default();
+    let procs = [
+        desktop_proc(60, None, Some(IDLE_BACKGROUND_MS)),
+        desktop_proc(61, None, Some(IDLE_BACKGROUND_MS - 1)),
+        desktop_proc(62, None, None),
+        desktop_proc(63, Some("b"), Some(60_000)),
+    ];
+    // Apps first (b, least recently used), then idle processes of no app.
+    assert_eq!(s.background_app_pids(&procs), vec![63, 60]);
+    rebalance_ticks(&mut s, &mut r, &procs, 0);
+    assert!(paged_out(&r).contains(&63));
+}
+
+#[test]
+fn notify_background_makes_an_app_pageable_whatever_its_adj() {
+    let mut s = sched(cfg("appflow-amr"));
+    let mut r = Recorder::default();
+    // Active (not idle) processes of app b with adj 0.
+    let procs = [desktop_proc(70, Some("b"), None)];
+    rebalance_ticks(&mut s, &mut r, &procs, 0);
+    assert!(paged_out(&r).is_empty(), "in front by its adj");
+    s.notify(EventKind::Background, "b", None, 5000, &mut r)
+        .unwrap();
+    r.calls.clear();
+    rebalance_ticks(&mut s, &mut r, &procs, 20_000);
+    assert!(paged_out(&r).contains(&70));
+    // Foreground again: no longer pageable.
+    s.notify(EventKind::Foreground, "b", None, 40_000, &mut r)
+        .unwrap();
+    r.calls.clear();
+    rebalance_ticks(&mut s, &mut r, &procs, 60_000);
+    assert!(!paged_out(&r).contains(&70));
+}
+
+#[test]
+fn an_idle_app_with_adj_zero_is_paged_out_but_never_a_kill_candidate() {
+    let s = sched(cfg("appflow"));
+    let idle = desktop_proc(80, Some("b"), Some(3_600_000));
+    assert!(
+        s.is_foreground_proc(&idle),
+        "activity alone never makes a kill candidate"
+    );
+    assert!(s.is_pageable_with(&idle, s.apps.get("b")));
+}
+
+#[test]
+fn a_launching_app_is_never_paged_out() {
+    let mut s = sched(cfg("appflow-amr"));
+    let mut r = Recorder::default();
+    s.notify(EventKind::Launch, "a", id(90), 0, &mut r).unwrap();
+    let procs = [desktop_proc(90, Some("a"), Some(60_000))];
+    rebalance_ticks(&mut s, &mut r, &procs, 100);
+    assert!(!paged_out(&r).contains(&90));
+}
+
+#[test]
+fn auto_sizing_takes_m_f_from_the_largest_launch_and_n_alloc_from_the_slowest() {
+    let mut c = cfg("appflow-amr");
+    c.auto_low_memory = true;
+    c.auto_alloc_threshold = true;
+    let mut s = Scheduler::new(c, curve(), &[], &[]);
+    let mut big = profile("big", 10, 4, 600);
+    big.anon_launch_bytes = 400 * MIB;
+    big.last_launch_ms = 2000;
+    let mut small = profile("small", 20, 0, 50);
+    small.anon_launch_bytes = 20 * MIB;
+    small.last_launch_ms = 1000;
+    s.set_profiles(vec![big.clone(), small.clone()]);
+    let total = 1024 * MIB;
+    let rc = s.reclaim_config(total);
+    assert_eq!(rc.low_memory_bytes, 400 * MIB + big.file_bytes());
+    let small_rate = (20 * MIB + small.file_bytes()) as f64 / 4096.0 / 10.0;
+    assert_eq!(rc.alloc_threshold_pages, (small_rate / 2.0).floor() as u64);
+    // Fixed sizing leaves the configuration alone.
+    let mut f = Scheduler::new(cfg("appflow-amr"), curve(), &[], &[]);
+    f.set_profiles(vec![big, small]);
+    assert_eq!(f.reclaim_config(total), f.config().reclaim);
+}
+
+#[test]
+fn a_measured_launch_rate_replaces_the_profile_estimate() {
+    let mut c = cfg("appflow-amr");
+    c.auto_alloc_threshold = true;
+    let mut s = Scheduler::new(c, curve(), &[], &[]);
+    let mut p = profile("a", 10, 1, 100);
+    p.anon_launch_bytes = 100 * MIB;
+    p.last_launch_ms = 1000;
+    s.set_profiles(vec![p]);
+    let mut r = Recorder::default();
+    s.tick(&sample(0, 0, 800), 0, &[], &mut r);
+    s.notify(EventKind::Launch, "a", id(42), 0, &mut r).unwrap();
+    // Four ticks of 6,000 pages each.
+    for t in 1..=4 {
+        s.tick(&sample(t * 100, t * 6000, 800), 0, &[], &mut r);
+    }
+    s.notify(EventKind::Launched, "a", id(42), 450, &mut r)
+        .unwrap();
+    assert_eq!(s.reclaim_config(1024 * MIB).alloc_threshold_pages, 3000);
+}
+
+#[test]
+fn no_standby_set_takes_the_room_the_likeliest_next_launch_needs() {
+    // A 768 MiB office domain took 85.8 MB of an ML app's standby set, then
+    // had no room to stream office's own launch. Office is launched daily
+    // here, the ML app never: office's need is kept free.
+    let mut office = profile("office", 40, 2, 100);
+    office.anon_launch_bytes = 150 * MIB;
+    office.launch_times_unix_ms = (1..=5).map(|d| d * 86_400_000).collect();
+    let ml = profile("ml", 200, 2, 500);
+    let need = office.anon_launch_bytes + office.file_bytes();
+    let loads = |avail_mib: u64| -> Vec<String> {
+        let mut s = Scheduler::new(cfg("appflow"), curve(), &[], &[]);
+        s.set_profiles(vec![office.clone(), ml.clone()]);
+        let mut r = Recorder::default();
+        let mut smp = sample(0, 0, avail_mib);
+        smp.total_bytes = 768 * MIB;
+        s.reclaim_step(&smp, &[], &mut r);
+        s.preload_step(0, 6 * 86_400_000, &mut r);
+        r.calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Load { app, .. } => Some(app.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    // Room (above the 5 % floor) for the ML app's set, but not for it and
+    // office's launch.
+    let tight = need / 2 / MIB + 39;
+    let l = loads(tight);
+    assert!(!l.contains(&"ml".to_string()), "{l:?}");
+    // Ample room: both sets are held.
+    let l = loads(700);
+    assert!(
+        l.contains(&"ml".to_string()) && l.contains(&"office".to_string()),
+        "{l:?}"
+    );
 }
