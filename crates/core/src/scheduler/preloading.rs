@@ -196,11 +196,6 @@ impl Scheduler {
         if !self.standby_allowed() {
             return;
         }
-        let next = if self.cfg.preload.reserve_next_launch {
-            self.likeliest_next_launch(now_unix_ms)
-        } else {
-            None
-        };
         let room_for_one = self.standby_need.is_some_and(|n| self.room() >= n);
         if !self.standby_dirty && !room_for_one {
             return;
@@ -243,6 +238,10 @@ impl Scheduler {
                 changed.push(app.clone());
             }
         }
+        // The likeliest next launch, found when a set is first weighed (it
+        // reads the clock, the profiles and the active apps, which loading
+        // a set leaves as they are; most ticks weigh none).
+        let mut next: Option<Option<(String, u64)>> = None;
         for app in &changed {
             let app = app.as_str();
             let want = sets.get(app).filter(|_| !active.iter().any(|a| a == app));
@@ -251,10 +250,17 @@ impl Scheduler {
                 continue;
             };
             let set_bytes: u64 = spans.iter().map(|s| s.len).sum();
+            let next = next.get_or_insert_with(|| {
+                if self.cfg.preload.reserve_next_launch {
+                    self.likeliest_next_launch(now_unix_ms)
+                } else {
+                    None
+                }
+            });
             // What must stay free for the likeliest next launch besides
             // this set (the set is part of that launch's need when it is
             // that app's own).
-            let reserve = match &next {
+            let reserve = match next {
                 Some((n, need)) if n == app => need.saturating_sub(set_bytes),
                 Some((_, need)) => *need,
                 None => 0,
