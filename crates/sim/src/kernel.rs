@@ -160,6 +160,11 @@ impl Sim<'_> {
             if self.ariadne() && s.zcls.iter().sum::<u64>() != s.anon_zram {
                 return Err(format!("app {i} hotness classes drift from its zram pages"));
             }
+            if s.unused_anon > s.anon_res {
+                return Err(format!(
+                    "app {i} has more unused prepaged pages than resident ones"
+                ));
+            }
             anon += s.anon_res;
             zram += s.anon_zram;
             swap += s.anon_swap;
@@ -268,16 +273,32 @@ impl Sim<'_> {
         let launching = self.launching.filter(|&l| Some(l) != fg);
         let front_apps = [fg, launching];
         let is_front = |a: usize| Some(a) == fg || Some(a) == launching;
+        let mut got = 0;
+        // 0. Pages never referenced (a switch's prepaging read them and the
+        //    switch did not use them): the inactive list's tail, whichever
+        //    app they belong to.
+        for &a in &order[start.min(order.len())..] {
+            if got >= n {
+                break;
+            }
+            let t = self.st[a].other_file.min(n - got);
+            self.st[a].other_file -= t;
+            got += t;
+        }
+        // 1. Background apps' own pages, oldest first, until none is left
+        //    (the rest of the walk would take nothing; short of `n`, step 0
+        //    took every never-referenced page); the walk extends the
+        //    cleared prefix over the apps it empties.
         let front: u64 = front_apps
             .into_iter()
             .flatten()
-            .map(|a| self.st[a].sum[Holder::Own as usize] + self.st[a].other_file)
+            .map(|a| self.st[a].sum[Holder::Own as usize])
             .sum();
-        let mut got = 0;
-        // 1. Background apps, oldest first: their own pages and other cache,
-        //    until none is left (the rest of the walk would take nothing);
-        //    the walk extends the cleared prefix over the apps it empties.
-        let mut left = self.file_total - self.held_total - self.stream_total - front;
+        let mut left = if got < n {
+            self.file_total - got - self.held_total - self.stream_total - front
+        } else {
+            0
+        };
         let mut extending = true;
         for (i, &a) in order.iter().enumerate().skip(start) {
             if got >= n || left == 0 {
@@ -285,10 +306,6 @@ impl Sim<'_> {
             }
             if !is_front(a) {
                 let t = self.take_file(a, Holder::Own, n - got);
-                got += t;
-                left -= t;
-                let t = self.st[a].other_file.min(n - got);
-                self.st[a].other_file -= t;
                 got += t;
                 left -= t;
             }
@@ -319,8 +336,8 @@ impl Sim<'_> {
                 }
             }
         }
-        // 4. The foreground and launching apps' own pages and other cache,
-        //    in LRU order (in the cleared prefix they hold none).
+        // 4. The foreground and launching apps' own pages, in LRU order (in
+        //    the cleared prefix they hold none).
         let mut front_order = front_apps.map(|a| a.filter(|&a| self.lru_pos[a] >= start));
         if let [Some(x), Some(y)] = front_order {
             if self.lru_pos[y] < self.lru_pos[x] {
@@ -332,9 +349,6 @@ impl Sim<'_> {
                 break;
             }
             got += self.take_file(a, Holder::Own, n - got);
-            let t = self.st[a].other_file.min(n - got);
-            self.st[a].other_file -= t;
-            got += t;
         }
         self.lru = order;
         self.file_total -= got;
@@ -405,6 +419,26 @@ impl Sim<'_> {
         // extends that prefix over those it finds or leaves so.
         let start = if only.is_none() { self.clear_anon } else { 0 };
         let mut extending = only.is_none();
+        // Pages never referenced (a switch's prepaging brought them back
+        // and the switch did not use them) go first, whichever app they
+        // belong to: they are the inactive list's tail. (No policy prepages
+        // under the Ariadne variant, whose classes hold every page.) The
+        // apps of the cleared prefix have none (never more than resident).
+        if !self.ariadne() {
+            for &a in order.iter().skip(start) {
+                if got >= n {
+                    break;
+                }
+                if only.is_none() && (Some(a) == self.fg || Some(a) == self.launching) {
+                    continue;
+                }
+                let (z, f) = self.swap_out(a, self.st[a].unused_anon.min(n - got));
+                self.st[a].unused_anon -= z + f;
+                cpu += z as f64 * ms_per_page;
+                flash += f as f64 * PAGE_BYTES as f64 / self.swap_write_rate() * 1000.0;
+                got += z + f;
+            }
+        }
         'classes: for &class in passes {
             for (i, &a) in order.iter().enumerate().skip(start) {
                 if got >= n {
@@ -421,24 +455,16 @@ impl Sim<'_> {
                     Some(c) => self.ariadne_resident(a, c),
                     None => self.st[a].anon_res,
                 };
-                if avail > 0 {
-                    let mut t = avail.min(n - got);
-                    let z = t.min(self.zram_cap - self.zram_stored);
-                    let f = (t - z).min(self.swap_cap - self.swap_used);
-                    t = z + f;
-                    self.st[a].anon_res -= t;
-                    self.st[a].anon_zram += z;
-                    self.st[a].anon_swap += f;
-                    self.zram_stored += z;
-                    self.swap_used += f;
+                if !front {
+                    let (z, f) = self.swap_out(a, avail.min(n - got));
+                    let s = &mut self.st[a];
+                    s.unused_anon = s.unused_anon.min(s.anon_res);
                     if let Some(c) = class {
                         self.ariadne_stored(a, c, z);
                     }
                     cpu += z as f64 * ms_per_page;
-                    if f > 0 {
-                        flash += f as f64 * PAGE_BYTES as f64 / self.swap_write_rate() * 1000.0;
-                    }
-                    got += t;
+                    flash += f as f64 * PAGE_BYTES as f64 / self.swap_write_rate() * 1000.0;
+                    got += z + f;
                 }
                 if extending {
                     if self.st[a].anon_res == 0 {
@@ -454,6 +480,20 @@ impl Sim<'_> {
         self.anon_total -= got;
         self.counters.evicted_anon_pages += got;
         (got, cpu, flash)
+    }
+
+    /// Moves up to `n` resident anonymous pages of `a` to zram, then to
+    /// flash swap, as far as they have room. Returns (to zram, to flash).
+    fn swap_out(&mut self, a: usize, n: u64) -> (u64, u64) {
+        let z = n.min(self.zram_cap - self.zram_stored);
+        let f = (n - z).min(self.swap_cap - self.swap_used);
+        let s = &mut self.st[a];
+        s.anon_res -= z + f;
+        s.anon_zram += z;
+        s.anon_swap += f;
+        self.zram_stored += z;
+        self.swap_used += f;
+        (z, f)
     }
 
     /// Reclaims until `want` pages are free (net) or `budget_ms` of work is
@@ -751,6 +791,7 @@ impl Sim<'_> {
         self.zram_stored -= s.anon_zram;
         self.swap_used -= s.anon_swap;
         s.anon_res = 0;
+        s.unused_anon = 0;
         s.anon_zram = 0;
         s.anon_swap = 0;
         s.alive = false;

@@ -327,6 +327,9 @@ struct AppState {
     /// (kept only by policies that prepage switches), each with the number
     /// of the last tick that attributed it (see `note_app_procs`).
     seen: BTreeMap<ProcId, u64>,
+    /// The app's open foreground window is a switch (not its launch): only
+    /// a switch's window teaches ASAP's estimator (`end_window`).
+    switch_window: bool,
     /// A `background` event said so, and no `launch` or `foreground` came
     /// since: its processes are background whatever their adj or activity.
     background_notified: bool,
@@ -446,6 +449,7 @@ impl Scheduler {
         declared: &[String],
         self_pids: &[u32],
     ) -> Self {
+        let regime_ms = cfg.reclaim.refault_regime_ms;
         let apps = declared
             .iter()
             .map(|a| (a.clone(), AppState::default()))
@@ -490,7 +494,7 @@ impl Scheduler {
             readahead_raised: false,
             readahead_unsupported: false,
             footprints: FootprintTable::new(),
-            refault: crate::refault::RefaultController::new(),
+            refault: crate::refault::RefaultController::with_regime(regime_ms),
             step_knob: refaulting::StepKnob::Unknown,
             self_pids: self_pids.iter().copied().collect(),
             pending: Vec::new(),
@@ -957,7 +961,7 @@ impl Scheduler {
                 self.foreground = Some(app.to_string());
                 self.fg_notified = true;
                 self.standby_dirty = true;
-                self.start_window(app, now_ms, preload);
+                self.start_window(app, false, now_ms, preload);
                 reply = self.start_launch(app, now_ms, preload);
             }
             EventKind::Launched => {

@@ -516,6 +516,39 @@ const ACTIVITY_SAMPLE_MS: u64 = 1000;
 /// Marks an oom_score_adj not read yet.
 const UNREAD_ADJ: i32 = i32::MIN;
 
+/// The M_F (bytes) and N_alloc (pages per tick) a daemon started with `cfg`
+/// would use now, and their checks (`appflow doctor --config`): the
+/// config's thresholds (or "auto"), the profiles and calibration in its
+/// `state_dir`, the domain's size today.
+pub fn sizing_checks(
+    cfg: &Config,
+    proc_root: &Path,
+) -> anyhow::Result<(u64, u64, Vec<appflow_core::sizing::Check>)> {
+    let domain = open_domain(cfg)?;
+    let total = sample_domain(&domain, proc_root, 0)?.total_bytes;
+    let declared: Vec<String> = cfg.apps.iter().map(|a| a.name.clone()).collect();
+    let mut sched = Scheduler::new(
+        cfg.scheduler_config(),
+        load_curve(&cfg.daemon.state_dir),
+        &declared,
+        &[],
+    );
+    let (profiles, _skipped) = ProfileStore::open(&cfg.daemon.state_dir)
+        .load_all()
+        .map_err(|e| anyhow::anyhow!("profiles in {}: {e}", cfg.daemon.state_dir.display()))?;
+    sched.set_profiles(profiles);
+    let sizing = sched.sizing_for(total);
+    let rcfg = sched.reclaim_config_with(&sizing);
+    let m_f = rcfg.low_memory_threshold(total);
+    let checks = appflow_core::sizing::checks(
+        &sched.launch_needs(),
+        m_f,
+        rcfg.alloc_threshold_pages,
+        total,
+    );
+    Ok((m_f, rcfg.alloc_threshold_pages, checks))
+}
+
 /// Opens the configured domain; errors are bad input naming the field.
 pub fn open_domain(cfg: &Config) -> anyhow::Result<Domain> {
     match cfg.domain.kind {
@@ -1538,6 +1571,63 @@ impl Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `appflow doctor --config`: a 512 MiB cgroup domain (the v1 fixture)
+    /// whose state holds a profile of a 200 MiB launch (150 MiB anonymous +
+    /// 50 MiB read) gets M_F from that launch, not 15 % of the domain, and
+    /// its checks pass; with M_F set by hand to 64 MiB, the check fails.
+    #[test]
+    fn doctor_sizes_a_configured_domain_from_its_profiles() {
+        use appflow_core::profile::{ByteRange, LaunchObservation, ObservedFile};
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        ProfileStore::open(&state)
+            .record(
+                "big",
+                &LaunchObservation {
+                    files: vec![ObservedFile {
+                        path: "/opt/big/model.bin".into(),
+                        size_bytes: 50 << 20,
+                        first_access_us: 1,
+                        ranges: vec![ByteRange {
+                            start: 0,
+                            end: 50 << 20,
+                        }],
+                    }],
+                    anon_launch_bytes: 150 << 20,
+                    footprint_after_launch_bytes: 200 << 20,
+                    launch_ms: 2000,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let cg = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/memcg_v1");
+        let text = |reclaim: &str| {
+            format!(
+                "[daemon]\nsocket = \"{0}/s.sock\"\nstate_dir = \"{1}\"\n\
+                 [domain]\nkind = \"cgroup\"\nmemory_cgroup = \"{2}\"\n{reclaim}",
+                dir.path().display(),
+                state.display(),
+                cg.display()
+            )
+        };
+        let cfg = Config::from_toml(&text(""), "auto.toml").unwrap();
+        let (m_f, n_alloc, checks) = sizing_checks(&cfg, Path::new("/proc")).unwrap();
+        assert!(m_f >= 200 << 20, "M_F {m_f}");
+        assert!(n_alloc > 0);
+        assert!(checks.iter().all(|c| c.ok), "{checks:?}");
+        let cfg = Config::from_toml(
+            &text("[reclaim]\nlow_memory_bytes = 67108864\n"),
+            "hand.toml",
+        )
+        .unwrap();
+        let (m_f, _, checks) = sizing_checks(&cfg, Path::new("/proc")).unwrap();
+        assert_eq!(m_f, 64 << 20);
+        assert!(
+            checks.iter().any(|c| !c.ok && c.what.contains("M_F")),
+            "{checks:?}"
+        );
+    }
 
     #[test]
     fn system_sample_reads_this_machine() {
