@@ -129,6 +129,17 @@ pub trait ReclaimMechanism {
     /// Returns the resident anonymous bytes asked out (address space already
     /// swapped out or never touched does not count).
     fn page_out_anon(&mut self, pid: u32, max_bytes: u64) -> Result<u64, MechError>;
+    /// False when the mechanism knows that a [`Self::page_out_anon`] call
+    /// of at most `max_bytes` now would page out nothing for any background
+    /// app's process (not the foreground or launching app's, which the
+    /// scheduler never pages out): less than a page asked, no swap room
+    /// left, no CPU left for it in this tick, nothing of a background app
+    /// resident. The caller skips the calls, which would each return 0.
+    /// The default, true, asks every process.
+    fn page_out_possible(&mut self, max_bytes: u64) -> bool {
+        let _ = max_bytes;
+        true
+    }
     /// Drops a file range from the page cache. Returns bytes dropped (as far as known).
     fn drop_file(&mut self, path: &str, offset: u64, len: u64) -> Result<u64, MechError>;
     /// kswapd's reclaim step of the domain as `vm.watermark_scale_factor`
@@ -218,6 +229,9 @@ pub struct Recorder {
     pub step_range: Option<StepRange>,
     /// What `mark_cold` reports marked, per call.
     pub cold_bytes: u64,
+    /// Nothing can be paged out (swap full): `page_out_possible` says so
+    /// and `page_out_anon` pages out 0 bytes.
+    pub page_out_full: bool,
 }
 
 impl PreloadMechanism for Recorder {
@@ -314,7 +328,10 @@ impl ReclaimMechanism for Recorder {
             pid,
             bytes: max_bytes,
         });
-        Ok(max_bytes)
+        Ok(if self.page_out_full { 0 } else { max_bytes })
+    }
+    fn page_out_possible(&mut self, _max_bytes: u64) -> bool {
+        !self.page_out_full
     }
     fn drop_file(&mut self, path: &str, offset: u64, len: u64) -> Result<u64, MechError> {
         self.calls.push(Call::Drop {

@@ -30,7 +30,7 @@ use crate::device::Device;
 use crate::policy::Policy;
 use crate::worker::PrepageJob;
 use appflow_core::killer::KillerConfig;
-use appflow_core::policy::SwitchStrategy;
+use appflow_core::policy::{KernelVariant, KillerStrategy, SwitchStrategy};
 use appflow_core::preload::{CutoffPlan, PreloadConfig};
 use appflow_core::prepage::{Feedback, SwitchObservation};
 use appflow_core::profile::LaunchProfile;
@@ -266,6 +266,17 @@ pub struct Sim<'a> {
     pub(crate) fg: Option<usize>,
     pub(crate) launching: Option<usize>,
     pub(crate) lru: Vec<usize>,
+    /// Each app's position in `lru`.
+    pub(crate) lru_pos: Vec<usize>,
+    /// The first `clear_file` apps of `lru` hold no page cache (no cell of
+    /// any holder, no other file cache), and the first `clear_anon` no
+    /// resident anonymous memory. Reclaim walks the LRU from its oldest
+    /// app, and after a while the oldest apps are the ones it emptied: it
+    /// starts past them. Every gain of an app's pages pulls the bound back
+    /// to the app ([`Sim::gain_file`], [`Sim::gain_anon`]); the walks push
+    /// it forward past the apps they find empty.
+    pub(crate) clear_file: usize,
+    pub(crate) clear_anon: usize,
     // memory totals, pages
     pub(crate) dram_pages: u64,
     pub(crate) reserved_pages: u64,
@@ -290,6 +301,15 @@ pub struct Sim<'a> {
     /// reset: buckets after it hold none (they were zeroed as the clock
     /// entered them), which lets [`Sim::psi`] skip a window with no stall.
     pub(crate) psi_last_bucket: Option<u64>,
+    /// Bumped at every change of the PSI buckets (a stall added, the
+    /// clock entering a new bucket, a reset).
+    pub(crate) psi_version: u64,
+    /// The last stall shares computed, per window (the tick's 10 s and
+    /// lmkd's 1 s): (version, buckets, some, full). Between changes of the
+    /// buckets, [`Sim::psi`] is the same sum.
+    pub(crate) psi_memo: std::cell::Cell<[(u64, usize, f64, f64); 2]>,
+    /// The zram pool of the last [`Sim::zram_pool`]: (stored pages, pool pages).
+    pub(crate) zram_pool_memo: std::cell::Cell<(u64, u64)>,
     /// Cumulative `some` stall, µs (PSI's `total=`; never reset).
     pub(crate) psi_some_total_us: u64,
     /// PMR: pages in kshrinkd's victim list.
@@ -315,11 +335,12 @@ pub struct Sim<'a> {
     pub(crate) touch_paused: bool,
     next_pid: u32,
     pub(crate) name_idx: BTreeMap<String, usize>,
-    /// The app each live pid was given to (filled at a cold launch, emptied
-    /// at a kill or reset): the scheduler names processes by pid at every
-    /// page-out, many times a rebalancing tick. Lookups still check that
-    /// the app is alive with that pid.
-    pub(crate) pid_idx: BTreeMap<u32, usize>,
+    /// The app each pid since the last reset was given to, by pid −
+    /// `pid_base` (pids are handed out in order and never reused): the
+    /// scheduler names processes by pid at every page-out, many times a
+    /// rebalancing tick. Lookups check that the app is alive with that pid.
+    pub(crate) pid_apps: Vec<usize>,
+    pub(crate) pid_base: u32,
     /// Per app, the last standby set loaded and its cells: the scheduler
     /// reloads the same set after every launch, and mapping its spans to
     /// cells is the simulator's costliest step.
@@ -336,6 +357,8 @@ pub struct Sim<'a> {
     /// Pages of every app's standby set held (the sum of the apps' `Held`
     /// sums), kept as they change: the preload peak reads it every step.
     pub(crate) held_total: u64,
+    /// Pages of every app's launch streams (the apps' `Stream` sums).
+    pub(crate) stream_total: u64,
     /// Apps whose launch-stream queue may be non-empty, ascending: the
     /// worker streams only for them.
     pub(crate) stream_apps: Vec<usize>,
@@ -345,6 +368,21 @@ pub struct Sim<'a> {
     /// run, so the others are as `reset` left them and need no reset or
     /// accounting walk (debug builds check this at every reset).
     pub(crate) touched: Vec<bool>,
+    /// Apps that may still grow (alive, below their growth target),
+    /// ascending: the idle loop grows only them.
+    pub(crate) growing: Vec<usize>,
+    /// Apps with a standby target whose held pages may differ from it,
+    /// ascending: the touch pass walks only them.
+    pub(crate) touch_pending: Vec<usize>,
+    /// A process came or went (a cold launch, a kill, a reset) since the
+    /// latest tick that was given the process list or its absence. While
+    /// none did, a tick that reads no footprint is the scheduler's
+    /// [`Scheduler::tick_same_procs`], without the list.
+    pub(crate) procs_ids_changed: bool,
+    /// The latest tick was given the process list (not an empty one).
+    last_tick_listed: bool,
+    /// The tick times of quiet steps offered to the scheduler (reused).
+    quiet_times: Vec<u64>,
     /// Counters of the run.
     pub counters: Counters,
     /// Kill log: (time µs, app, reason).
@@ -391,6 +429,9 @@ impl<'a> Sim<'a> {
             fg: None,
             launching: None,
             lru: (0..n).collect(),
+            lru_pos: (0..n).collect(),
+            clear_file: 0,
+            clear_anon: 0,
             dram_pages: dev.dram_bytes / PAGE_BYTES,
             reserved_pages: dev.reserved_bytes / PAGE_BYTES,
             anon_total: 0,
@@ -408,6 +449,9 @@ impl<'a> Sim<'a> {
             psi_full: [0.0; PSI_BUCKETS],
             psi_bucket: 0,
             psi_last_bucket: None,
+            psi_version: 0,
+            psi_memo: std::cell::Cell::new([(u64::MAX, 0, 0.0, 0.0); 2]),
+            zram_pool_memo: std::cell::Cell::new((0, 0)),
             psi_some_total_us: 0,
             pmr_victims: 0,
             kswapd_batch_pages: cfg
@@ -422,7 +466,8 @@ impl<'a> Sim<'a> {
             next_touch_us: 0,
             touch_paused: false,
             next_pid: 1000,
-            pid_idx: BTreeMap::new(),
+            pid_apps: Vec::new(),
+            pid_base: 1000,
             name_idx: models
                 .iter()
                 .enumerate()
@@ -435,8 +480,14 @@ impl<'a> Sim<'a> {
             procs_buf: Vec::new(),
             rates: crate::launch::Rates::new(dev, models, cfg.preload.hot_segment_bytes),
             held_total: 0,
+            stream_total: 0,
             stream_apps: Vec::new(),
             touched: vec![false; n],
+            growing: Vec::new(),
+            touch_pending: Vec::new(),
+            procs_ids_changed: true,
+            last_tick_listed: false,
+            quiet_times: Vec::new(),
         }
     }
 
@@ -492,6 +543,8 @@ impl<'a> Sim<'a> {
         let sums = s.cell_sums();
         self.held_total =
             self.held_total - s.sum[Holder::Held as usize] + sums[Holder::Held as usize];
+        self.stream_total =
+            self.stream_total - s.sum[Holder::Stream as usize] + sums[Holder::Stream as usize];
         s.sum = sums;
     }
 
@@ -502,10 +555,51 @@ impl<'a> Sim<'a> {
 
     pub(crate) fn touch_lru(&mut self, a: usize) {
         self.st[a].last_used_us = self.now_us;
-        if let Some(p) = self.lru.iter().position(|&x| x == a) {
-            self.lru.remove(p);
-        }
+        let p = self.lru_pos[a];
+        self.lru.remove(p);
         self.lru.push(a);
+        for (i, &b) in self.lru.iter().enumerate().skip(p) {
+            self.lru_pos[b] = i;
+        }
+        // The apps after `a` in the cleared prefix move up one place; `a`
+        // leaves it.
+        if p < self.clear_file {
+            self.clear_file -= 1;
+        }
+        if p < self.clear_anon {
+            self.clear_anon -= 1;
+        }
+    }
+
+    /// App `a` gains page cache: the prefix of apps without any ends
+    /// before it.
+    pub(crate) fn gain_file(&mut self, a: usize) {
+        self.clear_file = self.clear_file.min(self.lru_pos[a]);
+    }
+
+    /// App `a` gains resident anonymous memory.
+    pub(crate) fn gain_anon(&mut self, a: usize) {
+        self.clear_anon = self.clear_anon.min(self.lru_pos[a]);
+    }
+
+    /// Debug builds check the LRU positions and the cleared prefixes
+    /// before every walk that trusts them.
+    pub(crate) fn debug_check_lru(&self) {
+        if cfg!(debug_assertions) {
+            for (i, &a) in self.lru.iter().enumerate() {
+                assert_eq!(self.lru_pos[a], i, "LRU position of app {a}");
+                let s = &self.st[a];
+                if i < self.clear_file {
+                    assert!(
+                        s.sum == [0; 3] && s.other_file == 0,
+                        "app {a} in the file-clear prefix holds page cache"
+                    );
+                }
+                if i < self.clear_anon {
+                    assert_eq!(s.anon_res, 0, "app {a} in the anon-clear prefix");
+                }
+            }
+        }
     }
 
     // ------------------------------------------------------------------
@@ -577,13 +671,26 @@ impl<'a> Sim<'a> {
 
     /// Applies one record to the scheduler with this device as its mechanisms.
     fn apply(&mut self, rec: &Record) {
+        self.apply_with(|sched, sim| {
+            // The scheduler refuses nothing the simulator sends (catalogue names).
+            let _ = sched.apply(rec, sim);
+        });
+    }
+
+    /// Runs `f` on the scheduler with this device as its mechanisms, and
+    /// takes the run's counters from it.
+    fn apply_with(&mut self, f: impl FnOnce(&mut Scheduler, &mut Self)) {
         let Some(mut sched) = self.sched.take() else {
             return;
         };
-        let before = sched.stats.switches_total();
-        // The scheduler refuses nothing the simulator sends (catalogue names).
-        let _ = sched.apply(rec, self);
-        self.counters.amr_switches += sched.stats.switches_total() - before;
+        let mode = sched.mode();
+        f(&mut sched, self);
+        if sched.mode() != mode {
+            // A record switches the mode at most once (one controller step
+            // per tick, none at an event), and the scheduler lives as long
+            // as the run: its count is the run's.
+            self.counters.amr_switches = sched.stats.switches_total();
+        }
         self.counters.refault_windows = sched.stats.refault_windows;
         self.counters.reclaim_step_changes = sched.stats.reclaim_step_changes;
         self.counters.reclaim_step = sched.stats.reclaim_step;
@@ -633,15 +740,33 @@ impl<'a> Sim<'a> {
             }
         }
         let sample = self.sample();
+        // No process came or went since the latest tick, and this one would
+        // be given the list, or not, as that one was (a tick that reads no
+        // more than who the processes are is given the list only in a mode
+        // other than normal): the scheduler takes the tick without a new
+        // list when it does not read their footprints.
+        if !self.procs_ids_changed {
+            let listed = self.last_tick_listed;
+            let mut same = false;
+            self.apply_with(|sched, sim| {
+                same = listed == (sched.mode() != ReclaimMode::Normal)
+                    && sched.tick_same_procs(&sample, sample.now_ms, sim);
+            });
+            if same {
+                return;
+            }
+        }
         let mut procs = std::mem::take(&mut self.procs_buf);
         let Some(sched) = &self.sched else {
             return;
         };
-        if sched.wants_procs(&sample) {
+        self.last_tick_listed = sched.wants_procs(&sample);
+        if self.last_tick_listed {
             self.procs(&mut procs);
         } else {
             procs.clear();
         }
+        self.procs_ids_changed = false;
         let rec = Record::Tick {
             sample,
             now_unix_ms: self.now_us / 1000,
@@ -698,7 +823,9 @@ impl<'a> Sim<'a> {
             let s = &mut self.st[a];
             s.alive = true;
             s.pid = pid;
-            self.pid_idx.insert(pid, a);
+            self.procs_ids_changed = true;
+            debug_assert_eq!(pid - self.pid_base, self.pid_apps.len() as u32);
+            self.pid_apps.push(a);
             s.start_ms = now_ms;
             s.killed = false;
             self.event(EventKind::Launch, a);
@@ -729,6 +856,9 @@ impl<'a> Sim<'a> {
         let end = self.now_us + dur_us;
         while self.now_us < end {
             let busy = self.mode != ReclaimMode::Normal || self.kswapd_on || self.scheduler_busy();
+            if busy && self.skip_quiet_steps(end) {
+                continue;
+            }
             let step = if busy {
                 (self.cfg.reclaim.tick_ms * 1000).min(end - self.now_us)
             } else {
@@ -762,6 +892,61 @@ impl<'a> Sim<'a> {
         self.roll_psi();
     }
 
+    /// Busy idle steps (one scheduler tick each, at the step's end) in which
+    /// nothing but the clock moves: no app grows, kswapd sleeps, no touch
+    /// is due, no process came or went, lmkd sees no pressure, and the
+    /// scheduler decides and does nothing ([`Scheduler::quiet_ticks`]; a
+    /// rebalancing with nothing to page out waits out its time limit so).
+    /// Takes as many of them as the scheduler does, in one go; returns
+    /// whether it took any. Every step and tick not taken is made as
+    /// before.
+    fn skip_quiet_steps(&mut self, end: u64) -> bool {
+        let tick_us = self.cfg.reclaim.tick_ms * 1000;
+        let Some(sched) = &self.sched else {
+            return false;
+        };
+        let st = &self.st;
+        let still = !self.procs_ids_changed
+            && !self.kswapd_on
+            && !self.blocked
+            && self.pol.def.kernel != KernelVariant::Pmr
+            // One tick per step, at its end.
+            && self.next_tick_us > self.now_us
+            && self.next_tick_us <= self.now_us + tick_us
+            // The tick would be given the process list again, or again not.
+            && self.last_tick_listed == (sched.mode() != ReclaimMode::Normal)
+            && (self.dev.cpu_budget_cores.is_none() || self.daemon_cpu_debt_ms == 0.0)
+            && !self.growing.iter().any(|&a| {
+                st[a].alive && st[a].grow_target > 0 && st[a].grown < st[a].grow_target
+            })
+            && !(self.pol.def.killer == KillerStrategy::Kernel && self.lmkd_pressure());
+        if !still {
+            return false;
+        }
+        let mut times = std::mem::take(&mut self.quiet_times);
+        times.clear();
+        let mut t = self.now_us + tick_us;
+        while t <= end && t < self.next_touch_us && times.len() < 4096 {
+            times.push(t / 1000);
+            t += tick_us;
+        }
+        // Each of those ticks would be given this sample but for its time,
+        // and a fresh page-out budget.
+        let sample = self.sample();
+        self.rebalance_budget_ms = self.cfg.reclaim.tick_ms as f64;
+        let mut taken = 0;
+        if !times.is_empty() {
+            self.apply_with(|sched, sim| {
+                taken = sched.quiet_ticks(&sample, &times, sim);
+            });
+        }
+        self.quiet_times = times;
+        let skipped = taken as u64 * tick_us;
+        self.now_us += skipped;
+        self.next_tick_us += skipped;
+        taken > 0
+    }
+
     /// An idle step while nothing is busy: [`IDLE_STEP_US`], or finer while
     /// an app grows, a [`GROWTH_STEPS`]th of its growth span (at least a
     /// scheduler tick). The daemon ticks every tick whatever the phone
@@ -771,7 +956,9 @@ impl<'a> Sim<'a> {
     /// ticks before it rebalances ahead of a burst).
     fn idle_step_us(&self) -> u64 {
         let tick = self.cfg.reclaim.tick_ms * 1000;
-        (0..self.st.len())
+        self.growing
+            .iter()
+            .copied()
             .filter(|&a| {
                 let s = &self.st[a];
                 s.alive && s.grow_target > 0 && s.grown < s.grow_target
@@ -789,7 +976,13 @@ impl<'a> Sim<'a> {
     /// Background (and foreground) footprint growth. Returns whether any app still grows.
     fn grow(&mut self) -> bool {
         let mut any = false;
-        for a in 0..self.st.len() {
+        // Apps that are not growing are as if skipped (they were, in a walk
+        // of every app); they leave the list.
+        let st = &self.st;
+        self.growing
+            .retain(|&a| st[a].alive && st[a].grow_target > 0 && st[a].grown < st[a].grow_target);
+        for i in 0..self.growing.len() {
+            let a = self.growing[i];
             let s = &self.st[a];
             if !s.alive || s.grow_target == 0 || s.grown >= s.grow_target {
                 continue;
@@ -810,6 +1003,7 @@ impl<'a> Sim<'a> {
             let s = &mut self.st[a];
             s.anon_res += got;
             s.grown += got;
+            self.gain_anon(a);
             self.anon_total += got;
             if got < delta {
                 // Could not grow: memory exhausted; the killer will act.
@@ -837,8 +1031,13 @@ impl<'a> Sim<'a> {
         self.anon_total = 0;
         self.file_total = 0;
         self.held_total = 0;
+        self.stream_total = 0;
         self.stream_apps.clear();
-        self.pid_idx.clear();
+        self.growing.clear();
+        self.touch_pending.clear();
+        self.procs_ids_changed = true;
+        self.pid_apps.clear();
+        self.pid_base = self.next_pid;
         self.zram_stored = 0;
         self.swap_used = 0;
         self.zram_cls = [0; 3];
@@ -853,6 +1052,7 @@ impl<'a> Sim<'a> {
         self.psi_some = [0.0; PSI_BUCKETS];
         self.psi_full = [0.0; PSI_BUCKETS];
         self.psi_last_bucket = None;
+        self.psi_version += 1;
         if let Some(s) = self.sched.as_mut() {
             s.reset_state();
         }

@@ -54,8 +54,13 @@ pub(crate) fn take_cells(c: &mut Cells, n: u64) -> u64 {
     }
     let mut taken = 0;
     for cell in c.iter_mut() {
-        for v in cell.iter_mut() {
-            let t = (*v as u128 * n as u128 / total as u128) as u64;
+        for v in cell.iter_mut().filter(|v| **v > 0) {
+            // v·n/total in u64 when the product fits (it nearly always
+            // does), else in u128: the same quotient either way.
+            let t = match v.checked_mul(n) {
+                Some(p) => p / total,
+                None => (*v as u128 * n as u128 / total as u128) as u64,
+            };
             *v -= t;
             taken += t;
         }
@@ -88,7 +93,15 @@ impl Sim<'_> {
         if self.ariadne() {
             return self.ariadne_pool();
         }
-        (self.zram_stored as f64 / self.dev.zram_ratio).ceil() as u64
+        // The same stored pages as at the last call: the same pool (free
+        // memory is asked for at every step of every walk).
+        let (stored, pool) = self.zram_pool_memo.get();
+        if stored == self.zram_stored {
+            return pool;
+        }
+        let pool = (self.zram_stored as f64 / self.dev.zram_ratio).ceil() as u64;
+        self.zram_pool_memo.set((self.zram_stored, pool));
+        pool
     }
 
     /// Free pages.
@@ -119,6 +132,7 @@ impl Sim<'_> {
         let mut zram = 0;
         let mut swap = 0;
         let mut held = 0;
+        let mut stream = 0;
         // Apps untouched since the reset hold nothing (debug builds check
         // it at the next reset); a page one of them held anyway would show
         // as a drift of the totals below.
@@ -162,9 +176,16 @@ impl Sim<'_> {
             }
             file += sums.iter().sum::<u64>() + s.other_file;
             held += sums[Holder::Held as usize];
+            stream += sums[Holder::Stream as usize];
         }
         if held != self.held_total {
             return Err(format!("held total drifts: {held} vs {}", self.held_total));
+        }
+        if stream != self.stream_total {
+            return Err(format!(
+                "stream total drifts: {stream} vs {}",
+                self.stream_total
+            ));
         }
         if anon != self.anon_total || file != self.file_total {
             return Err(format!(
@@ -193,10 +214,13 @@ impl Sim<'_> {
 
     /// Adds `n` pages of app `a`'s launch files to the page cache for `h`.
     pub(crate) fn add_file(&mut self, a: usize, h: Holder, k: usize, b: usize, n: u64) {
+        self.gain_file(a);
         self.st[a].cells_mut(h)[k][b] += n;
         self.st[a].sum[h as usize] += n;
-        if h == Holder::Held {
-            self.held_total += n;
+        match h {
+            Holder::Held => self.held_total += n,
+            Holder::Stream => self.stream_total += n,
+            Holder::Own => {}
         }
         self.file_total += n;
         self.alloc_counter += n;
@@ -238,16 +262,22 @@ impl Sim<'_> {
 
     /// Evicts up to `n` file pages in LRU order; returns pages evicted.
     pub(crate) fn evict_file(&mut self, n: u64) -> u64 {
-        let mut got = 0;
         // The walk neither reads nor changes the LRU through `self`: it is
         // taken out for the walk and put back, rather than copied at every
-        // call.
+        // call. The apps of the cleared prefix hold no page cache: every
+        // pass starts past them.
+        self.debug_check_lru();
         let order = std::mem::take(&mut self.lru);
+        let start = self.clear_file;
         let fg = self.fg;
+        let launching = self.launching.filter(|&l| Some(l) != fg);
+        let front_apps = [fg, launching];
+        let is_front = |a: usize| Some(a) == fg || Some(a) == launching;
+        let mut got = 0;
         // 0. Pages never referenced (a switch's prepaging read them and the
         //    switch did not use them): the inactive list's tail, whichever
         //    app they belong to.
-        for &a in &order {
+        for &a in &order[start.min(order.len())..] {
             if got >= n {
                 break;
             }
@@ -255,38 +285,95 @@ impl Sim<'_> {
             self.st[a].other_file -= t;
             got += t;
         }
-        // 1. background apps, oldest first: their own pages and other cache.
-        'passes: for pass in 0..4 {
-            for &a in &order {
-                if got >= n {
-                    break 'passes;
-                }
-                let is_fg = Some(a) == fg || Some(a) == self.launching;
-                let holders: &[Holder] = match pass {
-                    0 if !is_fg => &[Holder::Own],
-                    1 => &[Holder::Held],
-                    2 => &[Holder::Stream],
-                    3 if is_fg => &[Holder::Own],
-                    _ => &[],
-                };
-                for &h in holders {
-                    if self.st[a].sum[h as usize] == 0 || self.file_protected(a, h) {
-                        continue;
-                    }
-                    let t = take_cells(self.st[a].cells_mut(h), n - got);
-                    self.st[a].sum[h as usize] -= t;
-                    if h == Holder::Held {
-                        self.held_total -= t;
-                    }
-                    self.st[a].evicted_outstanding += t;
-                    got += t;
+        // 1. Background apps' own pages, oldest first, until none is left
+        //    (the rest of the walk would take nothing; short of `n`, step 0
+        //    took every never-referenced page); the walk extends the
+        //    cleared prefix over the apps it empties.
+        let front: u64 = front_apps
+            .into_iter()
+            .flatten()
+            .map(|a| self.st[a].sum[Holder::Own as usize])
+            .sum();
+        let mut left = if got < n {
+            self.file_total - got - self.held_total - self.stream_total - front
+        } else {
+            0
+        };
+        let mut extending = true;
+        for (i, &a) in order.iter().enumerate().skip(start) {
+            if got >= n || left == 0 {
+                break;
+            }
+            if !is_front(a) {
+                let t = self.take_file(a, Holder::Own, n - got);
+                got += t;
+                left -= t;
+            }
+            if extending {
+                let s = &self.st[a];
+                if s.sum == [0; 3] && s.other_file == 0 {
+                    self.clear_file = i + 1;
+                } else {
+                    extending = false;
                 }
             }
+        }
+        // 2. The standby sets held, 3. launch streams (not a launch's
+        //    locked pages), oldest app first.
+        for h in [Holder::Held, Holder::Stream] {
+            let mut left = match h {
+                Holder::Held => self.held_total,
+                _ => self.stream_total,
+            };
+            for &a in &order[start.min(order.len())..] {
+                if got >= n || left == 0 {
+                    break;
+                }
+                if !self.file_protected(a, h) {
+                    let t = self.take_file(a, h, n - got);
+                    got += t;
+                    left -= t;
+                }
+            }
+        }
+        // 4. The foreground and launching apps' own pages, in LRU order (in
+        //    the cleared prefix they hold none).
+        let mut front_order = front_apps.map(|a| a.filter(|&a| self.lru_pos[a] >= start));
+        if let [Some(x), Some(y)] = front_order {
+            if self.lru_pos[y] < self.lru_pos[x] {
+                front_order = [Some(y), Some(x)];
+            }
+        }
+        for a in front_order.into_iter().flatten() {
+            if got >= n {
+                break;
+            }
+            got += self.take_file(a, Holder::Own, n - got);
         }
         self.lru = order;
         self.file_total -= got;
         self.counters.evicted_file_pages += got;
         got
+    }
+
+    /// Evicts up to `n` of app `a`'s launch-file pages held by `h` (in
+    /// proportion over its cells); returns how many.
+    fn take_file(&mut self, a: usize, h: Holder, n: u64) -> u64 {
+        if self.st[a].sum[h as usize] == 0 || n == 0 {
+            return 0;
+        }
+        let t = take_cells(self.st[a].cells_mut(h), n);
+        self.st[a].sum[h as usize] -= t;
+        match h {
+            Holder::Held => {
+                self.held_total -= t;
+                self.touch_pending_add(a);
+            }
+            Holder::Stream => self.stream_total -= t,
+            Holder::Own => {}
+        }
+        self.st[a].evicted_outstanding += t;
+        t
     }
 
     /// The kernel's LRU reclaim's CPU cost per anonymous page.
@@ -312,6 +399,9 @@ impl Sim<'_> {
         // taken out for the walk and put back, rather than copied (or a
         // one-app list allocated) at every call; the rebalancing page-out
         // calls this for every background app, many times a tick.
+        if only.is_none() {
+            self.debug_check_lru();
+        }
         let lru = std::mem::take(&mut self.lru);
         let only_one = only.map(|a| [a]);
         let order: &[usize] = match &only_one {
@@ -325,12 +415,17 @@ impl Sim<'_> {
         } else {
             &[None]
         };
+        // The LRU walk starts past the apps with nothing resident, and
+        // extends that prefix over those it finds or leaves so.
+        let start = if only.is_none() { self.clear_anon } else { 0 };
+        let mut extending = only.is_none();
         // Pages never referenced (a switch's prepaging brought them back
         // and the switch did not use them) go first, whichever app they
         // belong to: they are the inactive list's tail. (No policy prepages
-        // under the Ariadne variant, whose classes hold every page.)
+        // under the Ariadne variant, whose classes hold every page.) The
+        // apps of the cleared prefix have none (never more than resident).
         if !self.ariadne() {
-            for &a in order {
+            for &a in order.iter().skip(start) {
                 if got >= n {
                     break;
                 }
@@ -344,29 +439,42 @@ impl Sim<'_> {
                 got += z + f;
             }
         }
-        for &class in passes {
-            for &a in order {
+        'classes: for &class in passes {
+            for (i, &a) in order.iter().enumerate().skip(start) {
                 if got >= n {
                     break;
                 }
-                if only.is_none() && (Some(a) == self.fg || Some(a) == self.launching) {
-                    continue;
+                if self.swap_room() == 0 {
+                    // Nothing more can go anywhere: every app left would
+                    // page out nothing.
+                    break 'classes;
                 }
+                let front = only.is_none() && (Some(a) == self.fg || Some(a) == self.launching);
                 let avail = match class {
+                    _ if front => 0,
                     Some(c) => self.ariadne_resident(a, c),
                     None => self.st[a].anon_res,
                 };
-                let (z, f) = self.swap_out(a, avail.min(n - got));
-                let t = z + f;
-                let s = &mut self.st[a];
-                s.unused_anon = s.unused_anon.min(s.anon_res);
-                if let Some(c) = class {
-                    self.ariadne_stored(a, c, z);
+                if !front {
+                    let (z, f) = self.swap_out(a, avail.min(n - got));
+                    let s = &mut self.st[a];
+                    s.unused_anon = s.unused_anon.min(s.anon_res);
+                    if let Some(c) = class {
+                        self.ariadne_stored(a, c, z);
+                    }
+                    cpu += z as f64 * ms_per_page;
+                    flash += f as f64 * PAGE_BYTES as f64 / self.swap_write_rate() * 1000.0;
+                    got += z + f;
                 }
-                cpu += z as f64 * ms_per_page;
-                flash += f as f64 * PAGE_BYTES as f64 / self.swap_write_rate() * 1000.0;
-                got += t;
+                if extending {
+                    if self.st[a].anon_res == 0 {
+                        self.clear_anon = i + 1;
+                    } else {
+                        extending = false;
+                    }
+                }
             }
+            extending = false;
         }
         self.lru = lru;
         self.anon_total -= got;
@@ -543,11 +651,13 @@ impl Sim<'_> {
             self.psi_full[idx] = 0.0;
         }
         self.psi_bucket = b;
+        self.psi_version += 1;
     }
 
     pub(crate) fn add_psi(&mut self, some_ms: f64, full_ms: f64) {
         self.roll_psi();
         self.psi_last_bucket = Some(self.psi_bucket);
+        self.psi_version += 1;
         let idx = (self.psi_bucket % PSI_BUCKETS as u64) as usize;
         self.psi_some[idx] += some_ms;
         self.psi_full[idx] += full_ms;
@@ -562,6 +672,13 @@ impl Sim<'_> {
             Some(last) if self.psi_bucket - last < buckets as u64 => {}
             _ => return (0.0, 0.0),
         }
+        // The same buckets as at the last call for this window: the same sum.
+        let slot = usize::from(buckets != PSI_BUCKETS);
+        let mut memo = self.psi_memo.get();
+        let (v, b, s, f) = memo[slot];
+        if v == self.psi_version && b == buckets {
+            return (s, f);
+        }
         let mut s = 0.0;
         let mut f = 0.0;
         for i in 0..buckets as u64 {
@@ -573,7 +690,10 @@ impl Sim<'_> {
             f += self.psi_full[idx];
         }
         let span = buckets as f64 * PSI_BUCKET_US as f64 / 1000.0;
-        ((s / span).min(1.0), (f / span).min(1.0))
+        let share = ((s / span).min(1.0), (f / span).min(1.0));
+        memo[slot] = (self.psi_version, buckets, share.0, share.1);
+        self.psi_memo.set(memo);
+        share
     }
 
     // ------------------------------------------------------------------
@@ -604,6 +724,14 @@ impl Sim<'_> {
             })
     }
 
+    /// lmkd's pressure: PSI "some" over 1 s with swap low, or PSI "full".
+    pub(crate) fn lmkd_pressure(&self) -> bool {
+        let (some, full) = self.psi(10);
+        let cap = (self.zram_cap + self.swap_cap).max(1);
+        let swap_free = self.swap_room() as f64 / cap as f64;
+        (some >= LMKD_PSI_SOME && swap_free < LMKD_SWAP_FREE_LOW) || full >= LMKD_PSI_FULL
+    }
+
     /// The platform's killer: lmkd when the policy leaves killing to it,
     /// and the kernel's OOM killer when an allocation could not be met.
     pub(crate) fn kernel_kill_check(&mut self) {
@@ -613,12 +741,7 @@ impl Sim<'_> {
             let settled = self
                 .last_kill_us
                 .is_none_or(|t| self.now_us.saturating_sub(t) >= LMKD_KILL_TIMEOUT_US);
-            let (some, full) = self.psi(10);
-            let cap = (self.zram_cap + self.swap_cap).max(1);
-            let swap_free = self.swap_room() as f64 / cap as f64;
-            let pressure =
-                (some >= LMKD_PSI_SOME && swap_free < LMKD_SWAP_FREE_LOW) || full >= LMKD_PSI_FULL;
-            if !(forced || settled && pressure) {
+            if !(forced || settled && self.lmkd_pressure()) {
                 return;
             }
             Reason::KillLruByAdj
@@ -677,7 +800,7 @@ impl Sim<'_> {
         s.anon_swap = 0;
         s.alive = false;
         s.killed = true;
-        self.pid_idx.remove(&s.pid);
+        self.procs_ids_changed = true;
         s.grow_target = 0;
         s.grown = 0;
         self.counters.kills += 1;

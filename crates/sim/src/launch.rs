@@ -294,6 +294,9 @@ impl Sim<'_> {
             s.grow_target = (s.anon_total() as f64 * g) as u64;
             s.grown = 0;
             s.grow_start_us = self.now_us;
+            if let Err(p) = self.growing.binary_search(&a) {
+                self.growing.insert(p, a);
+            }
         }
     }
 
@@ -379,6 +382,7 @@ impl Sim<'_> {
                 Phase::Alloc { pages } => {
                     let got = self.alloc(pages, &mut t, true);
                     self.st[a].anon_res += got;
+                    self.gain_anon(a);
                     self.st[a].window.demand_anon += got;
                     self.anon_total += got;
                     // Faulting in and filling each new page, on the app's core.
@@ -440,6 +444,7 @@ impl Sim<'_> {
                     s.anon_res += got;
                     s.window.demand_anon += got;
                     self.anon_total += got;
+                    self.gain_anon(a);
                     self.counters.refault_anon_pages += got;
                     spend(&mut t, &mut l.owed_ms, got as f64 * ms_per_page);
                     let hot_got = if from_zram && class == HOT { got } else { 0 };

@@ -88,6 +88,7 @@ impl Sim<'_> {
             s.window.prepaged_anon += got;
             self.zram_stored -= got;
             self.anon_total += got;
+            self.gain_anon(a);
             self.counters.refault_anon_pages += got;
             j.anon_left -= got;
             j.anon_done += got;
@@ -132,6 +133,7 @@ impl Sim<'_> {
             let wasted = got - placed;
             self.st[a].other_file += wasted;
             self.file_total += wasted;
+            self.gain_file(a);
             let w = &mut self.st[a].window;
             w.prepaged_file += got;
             w.used_file += placed;
@@ -182,7 +184,9 @@ impl Sim<'_> {
     /// The live app with process `pid` (and start time `start_ms`, when
     /// given).
     fn app_of_pid(&self, pid: u32, start_ms: Option<u64>) -> Option<usize> {
-        let a = *self.pid_idx.get(&pid)?;
+        let a = *self
+            .pid_apps
+            .get(pid.checked_sub(self.pid_base)? as usize)?;
         let s = &self.st[a];
         (s.alive && s.pid == pid && start_ms.is_none_or(|t| s.start_ms == t)).then_some(a)
     }
@@ -259,24 +263,37 @@ impl Sim<'_> {
         if self.touch_paused {
             return used;
         }
-        for a in 0..self.st.len() {
+        // Only the apps whose held pages may differ from their target; the
+        // others are skipped as the walk of every app skipped them (every
+        // wanted page held). They stay listed until they are.
+        let mut pending = std::mem::take(&mut self.touch_pending);
+        let mut kept = 0;
+        for i in 0..pending.len() {
+            let a = pending[i];
             let Some(target) = self.st[a].standby_target else {
                 continue;
             };
             let s = &self.st[a];
-            let idle = s.held == target
-                || (self.free_pages() <= self.low_pages()
-                    && s.own.iter().all(|c| c[0] == 0 && c[1] == 0)
-                    && s.held
-                        .iter()
-                        .zip(&target)
-                        .all(|(h, w)| h[0] <= w[0] && h[1] <= w[1]));
-            if idle {
-                // Every wanted page is held, or nothing can change: no page
-                // held beyond the target, none of the app's own pages to
-                // take over, and no free page to read into.
+            if s.held == target {
                 continue;
             }
+            pending[kept] = a;
+            kept += 1;
+            let idle = self.free_pages() <= self.low_pages()
+                && s.own.iter().all(|c| c[0] == 0 && c[1] == 0)
+                && s.held
+                    .iter()
+                    .zip(&target)
+                    .all(|(h, w)| h[0] <= w[0] && h[1] <= w[1]);
+            if idle {
+                // Nothing can change: no page held beyond the target, none
+                // of the app's own pages to take over, and no free page to
+                // read into.
+                continue;
+            }
+            // Free pages above the low watermark, kept as the reads below
+            // take them (nothing else here changes free memory).
+            let mut free_above_low = self.free_pages().saturating_sub(self.low_pages());
             for k in 0..CHUNKS {
                 for b in 0..2 {
                     let want = target[k][b];
@@ -293,9 +310,7 @@ impl Sim<'_> {
                     let room = self.models[a].chunk_pages[k][b] - s.cached(k, b);
                     // Bounded by the free pages above the low watermark
                     // first: the throughput lookup below is the costly part.
-                    let mut n = missing
-                        .min(room)
-                        .min(self.free_pages().saturating_sub(self.low_pages()));
+                    let mut n = missing.min(room).min(free_above_low);
                     if n == 0 {
                         continue;
                     }
@@ -311,14 +326,29 @@ impl Sim<'_> {
                         continue;
                     }
                     self.add_file(a, Holder::Held, k, b, n);
+                    free_above_low -= n;
                     self.counters.preload_read_pages += n;
                     used += n as f64 / rate;
                 }
             }
             self.fix_sums(a);
+            if self.st[a].held == target {
+                kept -= 1;
+            }
+        }
+        pending.truncate(kept);
+        for a in std::mem::replace(&mut self.touch_pending, pending) {
+            self.touch_pending_add(a);
         }
         self.note_preload_peak();
         used
+    }
+
+    /// App `a`'s held pages may now differ from its standby target.
+    pub(crate) fn touch_pending_add(&mut self, a: usize) {
+        if let Err(p) = self.touch_pending.binary_search(&a) {
+            self.touch_pending.insert(p, a);
+        }
     }
 
     /// The worker streams up to `max_pages` of the queued launch sets, in
@@ -386,6 +416,7 @@ impl PreloadMechanism for Sim<'_> {
                     }
                 };
                 self.st[a].standby_target = Some(cells);
+                self.touch_pending_add(a);
                 self.next_touch_us = self.now_us;
             }
             Hold::Protect => {
@@ -499,6 +530,15 @@ impl PreloadMechanism for Sim<'_> {
     }
 }
 
+impl Sim<'_> {
+    /// Pages the rebalancing worker's CPU budget left in this tick can
+    /// page out (compressing into zram).
+    fn page_out_afford(&self) -> u64 {
+        let per_page = self.dev.anon_zram_ms_per_mib / 256.0;
+        (self.rebalance_budget_ms / per_page).max(0.0) as u64
+    }
+}
+
 impl ReclaimMechanism for Sim<'_> {
     fn apply_mode(&mut self, mode: ReclaimMode) -> Result<(), MechError> {
         self.mode = mode;
@@ -509,9 +549,13 @@ impl ReclaimMechanism for Sim<'_> {
     /// within this tick's CPU budget of the rebalancing worker.
     fn page_out_anon(&mut self, pid: u32, max_bytes: u64) -> Result<u64, MechError> {
         let a = self.app_of_pid(pid, None).ok_or(MechError::Vanished(pid))?;
-        let per_page = self.dev.anon_zram_ms_per_mib / 256.0;
-        let afford = (self.rebalance_budget_ms / per_page).max(0.0) as u64;
+        if self.st[a].anon_res == 0 {
+            // All of it is out already (the walk below would find nothing).
+            return Ok(0);
+        }
+        let afford = self.page_out_afford();
         let n = (max_bytes / PAGE_BYTES).min(afford);
+        let per_page = self.dev.anon_zram_ms_per_mib / 256.0;
         let (got, cpu, flash) = self.evict_anon(n, Some(a), per_page);
         self.rebalance_budget_ms -= cpu + flash;
         if self.dev.cpu_budget_cores.is_some() {
@@ -519,6 +563,21 @@ impl ReclaimMechanism for Sim<'_> {
             self.daemon_cpu_debt_ms += cpu;
         }
         Ok(got * PAGE_BYTES)
+    }
+
+    /// Nothing can be paged out with less than a page asked, the swap
+    /// full, the tick's CPU budget spent, or no background app's memory
+    /// resident: `page_out_anon` would page out 0 pages of any background
+    /// app. (The scheduler's foreground and launching apps are the
+    /// simulator's: it sends their events.)
+    fn page_out_possible(&mut self, max_bytes: u64) -> bool {
+        let front = |a: Option<usize>| a.map_or(0, |a| self.st[a].anon_res);
+        let launching = self.launching.filter(|&l| Some(l) != self.fg);
+        let background = self.anon_total - front(self.fg) - front(launching);
+        max_bytes >= PAGE_BYTES
+            && background > 0
+            && self.swap_room() > 0
+            && self.page_out_afford() > 0
     }
 
     fn drop_file(&mut self, path: &str, _offset: u64, len: u64) -> Result<u64, MechError> {

@@ -404,10 +404,8 @@ impl Scheduler {
             );
         }
         if killed > 0 {
-            if let Some(a) = self.apps.get_mut(&app) {
-                a.procs.clear();
-                a.launching_since = None;
-            }
+            self.clear_announced(&app);
+            self.end_launching(&app);
         }
         Some(app)
     }

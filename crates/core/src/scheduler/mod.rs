@@ -356,6 +356,16 @@ struct AppState {
 
 const DECISIONS_KEPT: usize = 64;
 
+/// The background processes of a page-out and what they were found from.
+struct BackgroundMemo {
+    /// [`Scheduler::apps_epoch`] then.
+    apps_epoch: u64,
+    /// The processes (footprints left out: the order does not read them).
+    procs: Vec<ProcInfo>,
+    /// The background app processes, least recently used first.
+    pids: Vec<u32>,
+}
+
 /// The scheduler's state between records (no I/O, no clock).
 pub struct Scheduler {
     cfg: SchedulerConfig,
@@ -380,6 +390,17 @@ pub struct Scheduler {
     controller: ReclaimController,
     prev_alloc: Option<(u64, u64)>,
     apps: BTreeMap<String, AppState>,
+    /// Apps launching, and processes announced, over all of `apps`: kept
+    /// as apps change (at events, kills and expiries), since every tick
+    /// asks for them several times.
+    launching_count: usize,
+    announced_count: usize,
+    /// Bumped whenever what decides which processes are background, and
+    /// in which order, may change: an app's use or launch, the
+    /// foreground, the processes never acted on.
+    apps_epoch: u64,
+    /// The latest page-out's background processes.
+    background_memo: Option<BackgroundMemo>,
     declared: BTreeSet<String>,
     foreground: Option<String>,
     fg_notified: bool,
@@ -402,6 +423,10 @@ pub struct Scheduler {
     need_memo: BTreeMap<String, u64>,
     /// Ticks whose processes were noted (`note_app_procs`), counted.
     procs_noted: u64,
+    /// The processes of the latest noting (identity, app), and the apps'
+    /// epoch then: the same list again changes nothing.
+    noted: Vec<(ProcId, Option<String>)>,
+    noted_epoch: Option<u64>,
     /// Apps whose launch stream is held protected (locked).
     protecting: BTreeSet<String>,
     dropped_cold: bool,
@@ -470,6 +495,10 @@ impl Scheduler {
             controller: ReclaimController::new(),
             prev_alloc: None,
             apps,
+            launching_count: 0,
+            announced_count: 0,
+            apps_epoch: 0,
+            background_memo: None,
             declared: declared.iter().cloned().collect(),
             foreground: None,
             fg_notified: false,
@@ -482,6 +511,8 @@ impl Scheduler {
             sizing: None,
             need_memo: BTreeMap::new(),
             procs_noted: 0,
+            noted: Vec::new(),
+            noted_epoch: None,
             protecting: BTreeSet::new(),
             dropped_cold: false,
             page_out_unsupported: false,
@@ -512,6 +543,7 @@ impl Scheduler {
 
     /// Adds a pid that must never be acted on (e.g. a respawned worker).
     pub fn add_self_pid(&mut self, pid: u32) {
+        self.apps_epoch += 1;
         self.self_pids.insert(pid);
     }
 
@@ -562,7 +594,33 @@ impl Scheduler {
 
     /// Whether any app is launching now.
     pub fn any_launching(&self) -> bool {
-        self.apps.values().any(|a| a.launching_since.is_some())
+        debug_assert_eq!(
+            self.launching_count,
+            self.apps
+                .values()
+                .filter(|a| a.launching_since.is_some())
+                .count(),
+            "the count of launching apps is out of date"
+        );
+        self.launching_count > 0
+    }
+
+    /// Ends the launch of `app`, if it was launching; returns when it began.
+    fn end_launching(&mut self, app: &str) -> Option<u64> {
+        self.apps_epoch += 1;
+        let since = self.apps.get_mut(app)?.launching_since.take();
+        if since.is_some() {
+            self.launching_count -= 1;
+        }
+        since
+    }
+
+    /// Forgets the announced processes of `app`.
+    fn clear_announced(&mut self, app: &str) {
+        if let Some(a) = self.apps.get_mut(app) {
+            self.announced_count -= a.procs.len();
+            a.procs.clear();
+        }
     }
 
     /// The memory floor: the killer's trigger level
@@ -718,13 +776,125 @@ impl Scheduler {
         self.unix_offset_ms = Some(now_unix_ms as i64 - s.now_ms as i64);
         self.prune_announced(procs);
         self.note_app_procs(procs);
+        self.tick_parts(s, now_unix_ms, procs, None, m);
+    }
+
+    /// A tick given without its process list, for a driver whose processes
+    /// are, in who they are (pid, start time, app), those it gave the
+    /// latest tick, and which would give the list again, or again not, as
+    /// it did then (the list goes with [`Self::wants_procs`]). When the tick
+    /// reads no more of the list than who is in it (no page-out the
+    /// mechanism can carry out, no proactive page-out, no kill considered:
+    /// these order and weigh the processes by their use and footprints), it
+    /// decides and acts here as [`Self::tick`] with the list would, and true
+    /// is returned; otherwise nothing changes, false is returned, and the
+    /// driver gives the full tick. A driver replays long stretches in which
+    /// no process comes or goes (the simulator's idle hours) without making
+    /// the list at every tick.
+    pub fn tick_same_procs(
+        &mut self,
+        s: &DomainSample,
+        now_unix_ms: u64,
+        m: &mut dyn Mechanisms,
+    ) -> bool {
+        // A launch may expire at this tick, before the reclaimer plans.
+        if self.any_launching() || self.proactive_wants_procs(s) {
+            return false;
+        }
+        let kill = self.kill_wanted(s).is_ok();
+        let plan = self.plan_reclaim(s);
+        if kill
+            || (plan.pages_out()
+                && !self.page_out_unsupported
+                && plan.page_out_possible(m.reclaim()))
+        {
+            return false;
+        }
+        // Pruning and noting the same processes again changes nothing.
+        self.tick_parts(s, now_unix_ms, &[], Some((plan, kill)), m);
+        true
+    }
+
+    /// Ticks at `times` (ms, ascending, after the latest tick) that the
+    /// driver would give through [`Self::tick_same_procs`] with the latest
+    /// tick's sample but for the time (`s`, whose `now_ms` is ignored), and
+    /// in which nothing changed in the domain: as long as such a tick
+    /// decides and does nothing (no mode switch, no mechanism call, nothing
+    /// logged, no kill considered; the page-out asked of it finds nothing
+    /// the mechanism can move), it is taken here at the cost of the
+    /// controller's step, the killer's trigger and the bookkeeping, and the
+    /// count taken is returned. The first tick not taken would act: the
+    /// driver gives it as usual. The scheduler is left as those ticks would
+    /// leave it. A driver replays long stretches in which nothing changes
+    /// (a rebalancing that finds nothing to page out, waiting out its time
+    /// limit) without stepping its own model through them.
+    pub fn quiet_ticks(
+        &mut self,
+        s: &DomainSample,
+        times: &[u64],
+        reclaim: &mut dyn ReclaimMechanism,
+    ) -> usize {
+        let Some(last) = self.last_sample else {
+            return 0;
+        };
+        let unchanged = DomainSample {
+            now_ms: last.now_ms,
+            ..*s
+        } == last;
+        // What a tick's preloading, PMR's and the re-fault controller's
+        // parts, and a launch's protection do does not stay the same with
+        // time: such ticks are given in full.
+        if !unchanged
+            || self.any_launching()
+            || !self.protecting.is_empty()
+            || self.refault_active()
+            || self.proactive_active()
+            || (self.cfg.preload_strategy() != crate::policy::PreloadStrategy::None
+                && (self.plan_dirty
+                    || (self.standby_allowed()
+                        && (self.standby_dirty
+                            || self.standby_need.is_some_and(|n| self.room() >= n)))))
+        {
+            return 0;
+        }
+        let mut taken = 0;
+        for &now_ms in times {
+            let st = DomainSample { now_ms, ..*s };
+            let plan = self.plan_reclaim(&st);
+            if self.reclaim_acts(&plan, now_ms, reclaim) || self.kill_wanted(&st).is_ok() {
+                break;
+            }
+            // The tick's whole effect (`tick_parts` when nothing acts).
+            self.commit_reclaim(&st, &plan);
+            self.record_psi(&st);
+            taken += 1;
+        }
+        taken
+    }
+
+    /// The modules' parts of a tick; `planned` is the reclaimer's plan and
+    /// the kill trigger, when already found for this sample.
+    fn tick_parts(
+        &mut self,
+        s: &DomainSample,
+        now_unix_ms: u64,
+        procs: &[ProcInfo],
+        planned: Option<(reclaiming::ReclaimPlan, bool)>,
+        m: &mut dyn Mechanisms,
+    ) {
         self.preload_step(s.now_ms, now_unix_ms, m.preload());
-        self.reclaim_step(s, procs, m.reclaim());
+        let (plan, kill) = match planned {
+            Some((p, k)) => (p, Some(k)),
+            None => (self.plan_reclaim(s), None),
+        };
+        self.reclaim_planned(s, plan, procs, m.reclaim());
         self.proactive_step(s, procs, m.reclaim());
         self.refault_step(s, m.reclaim());
         // Memory the released locks give back is waited for before a kill.
         let yielded = self.yield_launch_protection(s, m.preload());
-        if !yielded && self.kill_wanted(s).is_ok() {
+        // (The trigger reads the sample, the PSI history and the last kill,
+        // which nothing above changes.)
+        if !yielded && kill.unwrap_or_else(|| self.kill_wanted(s).is_ok()) {
             self.kill_step(s, procs, m);
         }
         self.record_psi(s);
@@ -737,6 +907,9 @@ impl Scheduler {
         for a in self.apps.values_mut() {
             *a = AppState::default();
         }
+        self.launching_count = 0;
+        self.announced_count = 0;
+        self.apps_epoch += 1;
         self.standby.clear();
         self.standby_dirty = true;
         self.standby_need = None;
@@ -769,13 +942,19 @@ impl Scheduler {
     /// Forgets announced processes that are gone: a PID absent from the
     /// scan, or present with another start time (reused).
     fn prune_announced(&mut self, procs: &[ProcInfo]) {
-        if self.apps.values().all(|a| a.procs.is_empty()) {
+        debug_assert_eq!(
+            self.announced_count,
+            self.apps.values().map(|a| a.procs.len()).sum::<usize>(),
+            "the count of announced processes is out of date"
+        );
+        if self.announced_count == 0 {
             return;
         }
         let live: BTreeSet<ProcId> = procs.iter().map(ProcInfo::id).collect();
         for a in self.apps.values_mut() {
             a.procs.retain(|id| live.contains(id));
         }
+        self.announced_count = self.apps.values().map(|a| a.procs.len()).sum();
     }
 
     /// The processes of `app` the scheduler knows, by identity: those
@@ -803,16 +982,19 @@ impl Scheduler {
     ) -> Result<String, EventError> {
         self.check_event(app, proc_id)?;
         self.stats.count_event(event);
+        self.apps_epoch += 1;
         let st = self.apps.entry(app.to_string()).or_default();
         if let Some(id) = proc_id {
-            if event != EventKind::Exit {
-                st.procs.insert(id);
+            if event != EventKind::Exit && st.procs.insert(id) {
+                self.announced_count += 1;
             }
         }
         let reply;
         match event {
             EventKind::Launch => {
-                st.launching_since = Some(now_ms);
+                if st.launching_since.replace(now_ms).is_none() {
+                    self.launching_count += 1;
+                }
                 st.last_used_ms = Some(now_ms);
                 st.background_notified = false;
                 st.launch_alloc = (0, 0);
@@ -825,13 +1007,15 @@ impl Scheduler {
                 reply = self.start_launch(app, now_ms, preload);
             }
             EventKind::Launched => {
-                let since = st.launching_since.take();
                 st.last_used_ms = Some(now_ms);
-                let measured = since.is_some() && st.launch_alloc.1 > 0;
-                if measured {
-                    let (pages, ticks) = st.launch_alloc;
-                    st.launch_rate_pages = Some(pages as f64 / ticks as f64);
-                    self.sizing = None;
+                let since = self.end_launching(app);
+                // The launch's allocation rate, for sizing.
+                if let Some(st) = self.apps.get_mut(app) {
+                    if since.is_some() && st.launch_alloc.1 > 0 {
+                        let (pages, ticks) = st.launch_alloc;
+                        st.launch_rate_pages = Some(pages as f64 / ticks as f64);
+                        self.sizing = None;
+                    }
                 }
                 reply = self.end_launch(app, now_ms, since, preload);
             }
@@ -862,13 +1046,15 @@ impl Scheduler {
                 reply = format!("{app} is background");
             }
             EventKind::Exit => {
-                let was_launching = st.launching_since.take().is_some();
                 match proc_id {
                     Some(id) => {
-                        st.procs.remove(&id);
+                        if st.procs.remove(&id) {
+                            self.announced_count -= 1;
+                        }
                     }
-                    None => st.procs.clear(),
+                    None => self.clear_announced(app),
                 }
+                let was_launching = self.end_launching(app).is_some();
                 if self.foreground.as_deref() == Some(app) {
                     self.foreground = None;
                 }

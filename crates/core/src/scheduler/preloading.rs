@@ -31,18 +31,21 @@ use crate::preload::{self, FileSpan};
 use crate::profile::LaunchProfile;
 use crate::reason::Reason;
 use crate::reclaim::ReclaimMode;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 impl Scheduler {
     /// Apps whose standby set is not kept: launching ones and the foreground.
     pub(super) fn active_apps(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .apps
-            .iter()
-            .filter(|(_, a)| a.launching_since.is_some())
-            .map(|(n, _)| n.clone())
-            .collect();
+        let mut v: Vec<String> = if self.any_launching() {
+            self.apps
+                .iter()
+                .filter(|(_, a)| a.launching_since.is_some())
+                .map(|(n, _)| n.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
         if let Some(f) = &self.foreground {
             if !v.contains(f) {
                 v.push(f.clone());
@@ -130,7 +133,7 @@ impl Scheduler {
 
     /// Whether standby sets may be (re)loaded now: no launch in progress,
     /// the reclaimer in its normal mode.
-    fn standby_allowed(&self) -> bool {
+    pub(super) fn standby_allowed(&self) -> bool {
         !self.any_launching() && self.controller.mode() == ReclaimMode::Normal
     }
 
@@ -193,11 +196,6 @@ impl Scheduler {
         if !self.standby_allowed() {
             return;
         }
-        let next = if self.cfg.preload.reserve_next_launch {
-            self.likeliest_next_launch(now_unix_ms)
-        } else {
-            None
-        };
         let room_for_one = self.standby_need.is_some_and(|n| self.room() >= n);
         if !self.standby_dirty && !room_for_one {
             return;
@@ -206,35 +204,63 @@ impl Scheduler {
         self.standby_need = None;
         let sets = self.standby_sets();
         let active = self.active_apps();
-        // Every app with a set under the plan or held now, in name order:
-        // the plan's names are borrowed from its memo; only the held names
-        // the plan no longer has are copied (the holds change in the loop).
-        let unplanned: Vec<String> = self
-            .standby
-            .keys()
-            .filter(|a| !sets.contains_key(*a))
-            .cloned()
-            .collect();
-        let names: BTreeSet<&str> = sets.keys().chain(&unplanned).map(String::as_str).collect();
-        for app in names {
-            let want = sets.get(app).filter(|_| !active.iter().any(|a| a == app));
-            let same = match (want, self.standby.get(app)) {
+        // Every app with a set under the plan or held now whose hold must
+        // change, in name order: the plan and the holds are both maps by
+        // name, walked side by side. (Each app's change touches only its
+        // own hold, so they are found before any is made.)
+        let mut changed: Vec<String> = Vec::new();
+        let mut planned = sets.iter().peekable();
+        let mut held = self.standby.iter().peekable();
+        loop {
+            let (app, want, have) = match (planned.peek(), held.peek()) {
+                (None, None) => break,
+                (Some(&(p, w)), Some(&(h, v))) => match p.cmp(h) {
+                    std::cmp::Ordering::Less => (p, Some(w), None),
+                    std::cmp::Ordering::Greater => (h, None, Some(v)),
+                    std::cmp::Ordering::Equal => (p, Some(w), Some(v)),
+                },
+                (Some(&(p, w)), None) => (p, Some(w), None),
+                (None, Some(&(h, v))) => (h, None, Some(v)),
+            };
+            if want.is_some() {
+                planned.next();
+            }
+            if have.is_some() {
+                held.next();
+            }
+            let want = want.filter(|_| !active.iter().any(|a| a == app));
+            let same = match (want, have) {
                 (Some(w), Some(h)) => Arc::ptr_eq(w, h) || w == h,
                 (None, None) => true,
                 _ => false,
             };
-            if same {
-                continue;
+            if !same {
+                changed.push(app.clone());
             }
+        }
+        // The likeliest next launch, found when a set is first weighed (it
+        // reads the clock, the profiles and the active apps, which loading
+        // a set leaves as they are; most ticks weigh none).
+        let mut next: Option<Option<(String, u64)>> = None;
+        for app in &changed {
+            let app = app.as_str();
+            let want = sets.get(app).filter(|_| !active.iter().any(|a| a == app));
             self.drop_standby(app, now_ms, preload);
             let Some(spans) = want else {
                 continue;
             };
             let set_bytes: u64 = spans.iter().map(|s| s.len).sum();
+            let next = next.get_or_insert_with(|| {
+                if self.cfg.preload.reserve_next_launch {
+                    self.likeliest_next_launch(now_unix_ms)
+                } else {
+                    None
+                }
+            });
             // What must stay free for the likeliest next launch besides
             // this set (the set is part of that launch's need when it is
             // that app's own).
-            let reserve = match &next {
+            let reserve = match next {
                 Some((n, need)) if n == app => need.saturating_sub(set_bytes),
                 Some((_, need)) => *need,
                 None => 0,
@@ -552,6 +578,9 @@ impl Scheduler {
 
     /// Ends launches that never announced readiness.
     fn expire_launches(&mut self, now_ms: u64, preload: &mut dyn PreloadMechanism) {
+        if !self.any_launching() {
+            return;
+        }
         let base = self.cfg.launch_timeout_ms;
         let expired: Vec<(String, u64)> = self
             .apps
@@ -563,9 +592,7 @@ impl Scheduler {
             })
             .collect();
         for (app, timeout) in expired {
-            if let Some(a) = self.apps.get_mut(&app) {
-                a.launching_since = None;
-            }
+            self.end_launching(&app);
             self.log(
                 now_ms,
                 "preload",

@@ -19,6 +19,40 @@ pub(super) fn looks_background(p: &ProcInfo) -> bool {
     p.oom_score_adj > 0 || p.idle_ms.is_some_and(|i| i >= IDLE_BACKGROUND_MS)
 }
 
+/// The reclaimer's part of a tick as planned, before it acts.
+pub(super) struct ReclaimPlan {
+    /// n_alloc of the tick, pages per tick.
+    alloc_pages: u64,
+    /// The controller's step, when the adaptive reclaimer runs.
+    step: Option<ReclaimStep>,
+}
+
+impl ReclaimPlan {
+    /// The tick pages anonymous memory out (when the mechanism can).
+    pub(super) fn pages_out(&self) -> bool {
+        self.step
+            .as_ref()
+            .is_some_and(|st| st.d.anon_reclaim_bytes > 0)
+    }
+
+    /// Whether the mechanism can page out any of what the tick asks.
+    pub(super) fn page_out_possible(&self, reclaim: &mut dyn ReclaimMechanism) -> bool {
+        self.step
+            .as_ref()
+            .is_some_and(|st| reclaim.page_out_possible(st.d.anon_reclaim_bytes))
+    }
+}
+
+/// The adaptive reclaimer's step of a tick.
+pub(super) struct ReclaimStep {
+    /// The controller after the step.
+    controller: crate::reclaim::ReclaimController,
+    /// What it decided.
+    d: crate::reclaim::ReclaimDecision,
+    /// Efficiency-first yields to the kernel's balance after the tick.
+    ef_yielded: bool,
+}
+
 impl Scheduler {
     pub(super) fn is_foreground_proc(&self, p: &ProcInfo) -> bool {
         let state = p.app.as_ref().and_then(|a| self.apps.get(a));
@@ -168,36 +202,66 @@ impl Scheduler {
             .collect()
     }
 
-    /// The reclaimer's part of a tick (Algorithm 1). Also records the sample.
-    pub fn reclaim_step(
-        &mut self,
-        s: &DomainSample,
-        procs: &[ProcInfo],
-        reclaim: &mut dyn ReclaimMechanism,
-    ) -> ReclaimMode {
-        let rcfg = self.reclaim_config(s.total_bytes);
+    /// [`Self::background_app_pids`], remembered: a rebalancing pages out
+    /// at every tick, and between events the processes and the apps'
+    /// states it is made of stay the same (a driver lists the same
+    /// processes, only their footprints change).
+    fn background_app_pids_memo(&mut self, procs: &[ProcInfo]) -> Vec<u32> {
+        let same = |a: &ProcInfo, b: &ProcInfo| {
+            a.pid == b.pid
+                && a.start_time == b.start_time
+                && a.oom_score_adj == b.oom_score_adj
+                && a.protected == b.protected
+                && a.app == b.app
+                && a.comm == b.comm
+                && a.idle_ms == b.idle_ms
+        };
+        if let Some(m) = &self.background_memo {
+            if m.apps_epoch == self.apps_epoch
+                && m.procs.len() == procs.len()
+                && m.procs.iter().zip(procs).all(|(a, b)| same(a, b))
+            {
+                return m.pids.clone();
+            }
+        }
+        let pids = self.background_app_pids(procs);
+        self.background_memo = Some(super::BackgroundMemo {
+            apps_epoch: self.apps_epoch,
+            procs: procs
+                .iter()
+                .map(|p| ProcInfo {
+                    footprint_bytes: None,
+                    ..p.clone()
+                })
+                .collect(),
+            pids: pids.clone(),
+        });
+        pids
+    }
+
+    /// What the reclaimer's part of a tick with sample `s` decides, before
+    /// it acts (a function of the scheduler's state and `s`; it changes
+    /// nothing but the cache of derived thresholds, [`Self::reclaim_config`]).
+    pub(super) fn plan_reclaim(&mut self, s: &DomainSample) -> ReclaimPlan {
+        // The configured parameters are read in place (every tick plans).
+        let derived = (self.cfg.auto_low_memory || self.cfg.auto_alloc_threshold)
+            .then(|| self.reclaim_config(s.total_bytes));
+        let rcfg = derived.as_ref().unwrap_or(&self.cfg.reclaim);
         let alloc_pages = match self.prev_alloc {
             Some((c, t)) => {
                 alloc_pages_per_tick(c, s.alloc_counter, s.now_ms.saturating_sub(t), rcfg.tick_ms)
             }
             None => 0,
         };
-        if self.prev_alloc.is_some() {
-            for a in self.apps.values_mut() {
-                if a.launching_since.is_some() {
-                    a.launch_alloc.0 += alloc_pages;
-                    a.launch_alloc.1 += 1;
-                }
-            }
-        }
-        self.prev_alloc = Some((s.alloc_counter, s.now_ms));
-        self.last_alloc_pages = alloc_pages;
-        self.last_sample = Some(*s);
         if !self.cfg.reclaim_active() {
-            return self.controller.mode();
+            return ReclaimPlan {
+                alloc_pages,
+                step: None,
+            };
         }
-        let d = self.controller.step(
-            &rcfg,
+        let mut controller = self.controller.clone();
+        let d = controller.step(
+            rcfg,
             &ReclaimSample {
                 now_ms: s.now_ms,
                 alloc_pages,
@@ -208,19 +272,104 @@ impl Scheduler {
                 launching: self.any_launching(),
             },
         );
-        self.stats.count_reclaim_reason(d.reason);
         // File-only reclaim needs page cache to reclaim: below the floor it
         // yields to the kernel's own balance (swappiness restored, so the
         // kernel may page anonymous memory out instead of running out), and
         // comes back once memory is twice the floor (hysteresis).
         let floor = self.floor_bytes(s.total_bytes);
-        let was_yielded = self.ef_yielded;
-        self.ef_yielded = d.mode == ReclaimMode::EfficiencyFirst
-            && if was_yielded {
+        let ef_yielded = d.mode == ReclaimMode::EfficiencyFirst
+            && if self.ef_yielded {
                 s.avail_bytes < floor.saturating_mul(2)
             } else {
                 s.avail_bytes < floor
             };
+        ReclaimPlan {
+            alloc_pages,
+            step: Some(ReclaimStep {
+                controller,
+                d,
+                ef_yielded,
+            }),
+        }
+    }
+
+    /// Whether the reclaimer's part of a tick planned as `p` acts: switches
+    /// the mode, logs, applies a mode, drops files, or asks for a page-out
+    /// the mechanism can carry out.
+    pub(super) fn reclaim_acts(
+        &self,
+        p: &ReclaimPlan,
+        now_ms: u64,
+        reclaim: &mut dyn ReclaimMechanism,
+    ) -> bool {
+        let Some(st) = &p.step else {
+            return false;
+        };
+        let d = &st.d;
+        let in_force = if st.ef_yielded {
+            ReclaimMode::Normal
+        } else {
+            d.mode
+        };
+        d.switched()
+            || st.ef_yielded != self.ef_yielded
+            || (in_force == ReclaimMode::EfficiencyFirst && now_ms >= self.ef_reapply_at_ms)
+            || (d.mode == ReclaimMode::EfficiencyFirst
+                && self.cfg.drop_cold_files
+                && !self.dropped_cold)
+            || (d.anon_reclaim_bytes > 0
+                && !self.page_out_unsupported
+                && reclaim.page_out_possible(d.anon_reclaim_bytes))
+    }
+
+    /// Takes the planned state of a reclaim tick (the sample, the
+    /// allocation counter, the controller's step and its count).
+    pub(super) fn commit_reclaim(&mut self, s: &DomainSample, p: &ReclaimPlan) {
+        // The launches' allocation, for sizing (`launch_rate_pages`).
+        if self.prev_alloc.is_some() && self.launching_count > 0 {
+            for a in self.apps.values_mut() {
+                if a.launching_since.is_some() {
+                    a.launch_alloc.0 += p.alloc_pages;
+                    a.launch_alloc.1 += 1;
+                }
+            }
+        }
+        self.prev_alloc = Some((s.alloc_counter, s.now_ms));
+        self.last_alloc_pages = p.alloc_pages;
+        self.last_sample = Some(*s);
+        if let Some(st) = &p.step {
+            self.controller = st.controller.clone();
+            self.stats.count_reclaim_reason(st.d.reason);
+            self.ef_yielded = st.ef_yielded;
+        }
+    }
+
+    /// The reclaimer's part of a tick (Algorithm 1). Also records the sample.
+    pub fn reclaim_step(
+        &mut self,
+        s: &DomainSample,
+        procs: &[ProcInfo],
+        reclaim: &mut dyn ReclaimMechanism,
+    ) -> ReclaimMode {
+        let plan = self.plan_reclaim(s);
+        self.reclaim_planned(s, plan, procs, reclaim)
+    }
+
+    /// [`Self::reclaim_step`] once planned.
+    pub(super) fn reclaim_planned(
+        &mut self,
+        s: &DomainSample,
+        plan: ReclaimPlan,
+        procs: &[ProcInfo],
+        reclaim: &mut dyn ReclaimMechanism,
+    ) -> ReclaimMode {
+        let was_yielded = self.ef_yielded;
+        self.commit_reclaim(s, &plan);
+        let Some(ReclaimStep { d, .. }) = plan.step else {
+            return self.controller.mode();
+        };
+        let alloc_pages = plan.alloc_pages;
+        let floor = self.floor_bytes(s.total_bytes);
         let in_force = if self.ef_yielded {
             ReclaimMode::Normal
         } else {
@@ -239,6 +388,7 @@ impl Scheduler {
             );
         }
         if d.switched() {
+            let rcfg = self.reclaim_config(s.total_bytes);
             let detail = format!(
                 "{} -> {}: n_alloc {alloc_pages} pages/tick (N_alloc {}), M_aval {} (M_F {}), anon {} file {}",
                 d.prev_mode.name(),
@@ -302,8 +452,11 @@ impl Scheduler {
         reclaim: &mut dyn ReclaimMechanism,
     ) {
         let mut left = budget;
-        for pid in self.background_app_pids(procs) {
-            if left == 0 {
+        if !reclaim.page_out_possible(left) {
+            return;
+        }
+        for pid in self.background_app_pids_memo(procs) {
+            if left == 0 || !reclaim.page_out_possible(left) {
                 break;
             }
             match reclaim.page_out_anon(pid, left) {

@@ -37,6 +37,24 @@ impl Scheduler {
         if !self.tracks_windows() {
             return;
         }
+        // The same processes (identities and apps, in the same order) as at
+        // the latest noting, with no app's state changed since: the
+        // processes seen are those already (their stamps are older, which
+        // only the next change reads, through the retain below).
+        let same = self.noted_epoch == Some(self.apps_epoch)
+            && self.noted.len() == procs.len()
+            && self
+                .noted
+                .iter()
+                .zip(procs)
+                .all(|((id, app), p)| *id == p.id() && *app == p.app);
+        if same {
+            return;
+        }
+        self.noted_epoch = Some(self.apps_epoch);
+        self.noted.clear();
+        self.noted
+            .extend(procs.iter().map(|p| (p.id(), p.app.clone())));
         // Updated in place rather than emptied and refilled: an app's
         // processes are mostly those of the previous tick, and this runs at
         // every tick that lists processes. Each is stamped with this tick;

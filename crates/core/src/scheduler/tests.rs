@@ -719,6 +719,223 @@ fn capacity_stall_is_measured_over_the_window_and_waits_a_window_after_a_kill() 
     assert_eq!(s.kill_wanted(&no_total), Ok(Reason::KillHighestNetFreed));
 }
 
+/// A run driven two ways gives the same decisions, mechanism calls and
+/// counts: every tick in full (processes listed when `wants_procs` says
+/// so, as the simulator always did), or, while no process came or went,
+/// through `quiet_ticks` over the stretches in which the sample stays the
+/// same and `tick_same_procs` where they take the tick. Memory swings
+/// through bursts, rebalancing and kills; the swap fills and empties.
+#[test]
+fn ticks_without_the_process_list_decide_as_full_ticks() {
+    // (policy, M_F and N_alloc derived from the launches: the daemon's
+    // default, which the launches' ticks feed).
+    for (policy, auto) in [
+        ("appflow", false),
+        ("appflow", true),
+        ("appflow+asap", false),
+        ("appflow-amr", false),
+        ("pmr", false),
+        ("ariadne", false),
+        ("refault", false),
+    ] {
+        // The script: each tick's sample (constant over stretches), its
+        // event, the app whose launch ends at it (three ticks after it
+        // began), and whether a process ends before it.
+        struct Step {
+            sample: DomainSample,
+            full_swap: bool,
+            event: Option<(EventKind, &'static str)>,
+            launched: Option<&'static str>,
+            ends: bool,
+        }
+        let apps = ["a", "b", "c", "d"];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let (mut alloc, mut avail, mut psi, mut stall) = (0u64, 700u64, 0u64, 0u64);
+        let steps: Vec<Step> = (1..4000u64)
+            .map(|t| {
+                let event = (t % 97 == 0).then(|| {
+                    let e = if rnd(2) == 0 {
+                        EventKind::Launch
+                    } else {
+                        EventKind::Foreground
+                    };
+                    (e, apps[rnd(4) as usize])
+                });
+                // Bursts now and then, long calm stretches otherwise.
+                if rnd(50) == 0 {
+                    alloc += 20_000;
+                    avail = 20 + rnd(120);
+                    stall += rnd(300_000);
+                } else if rnd(20) == 0 {
+                    avail = (avail + 10).min(900);
+                }
+                if rnd(25) == 0 {
+                    psi = rnd(20);
+                }
+                let full_swap = (t / 300) % 2 == 0;
+                Step {
+                    sample: DomainSample {
+                        swap_total_bytes: 512 * MIB,
+                        swap_free_bytes: if full_swap { 0 } else { 256 * MIB },
+                        psi_some_avg10: Some(psi as f64),
+                        psi_some_total_us: Some(stall),
+                        ..sample(t * 100, alloc, avail)
+                    },
+                    full_swap,
+                    event,
+                    launched: None,
+                    ends: t % 331 == 0,
+                }
+            })
+            .collect();
+        let mut steps = steps;
+        for i in 0..steps.len().saturating_sub(3) {
+            if let Some((EventKind::Launch, app)) = steps[i].event {
+                steps[i + 3].launched = Some(app);
+            }
+        }
+        let same = |a: &Step, b: &Step| {
+            DomainSample {
+                now_ms: 0,
+                ..a.sample
+            } == DomainSample {
+                now_ms: 0,
+                ..b.sample
+            } && a.full_swap == b.full_swap
+                && b.event.is_none()
+                && b.launched.is_none()
+                && !b.ends
+        };
+        let conf = || {
+            let mut c = cfg(policy);
+            c.auto_low_memory = auto;
+            c.auto_alloc_threshold = auto;
+            c
+        };
+        let mut full = sched(conf());
+        let mut lean = sched(conf());
+        let (mut rf, mut rl) = (Recorder::default(), Recorder::default());
+        let (mut df, mut dl) = (Vec::new(), Vec::new());
+        let mut alive: Vec<(u32, &str)> = Vec::new();
+        let mut next_pid = 100;
+        let (mut changed, mut listed) = (true, false);
+        let (mut quiet, mut taken, mut given) = (0, 0, 0);
+        let mut lean_until = 0;
+        let mut calls_seen = 0;
+        for (i, step) in steps.iter().enumerate() {
+            let now = step.sample.now_ms;
+            if let Some(app) = step.launched {
+                for (s, r) in [(&mut full, &mut rf), (&mut lean, &mut rl)] {
+                    s.notify(EventKind::Launched, app, None, now, r).unwrap();
+                }
+            }
+            if let Some((e, app)) = step.event {
+                if !alive.iter().any(|(_, a)| *a == app) {
+                    next_pid += 1;
+                    alive.push((next_pid, app));
+                    changed = true;
+                }
+                for (s, r) in [(&mut full, &mut rf), (&mut lean, &mut rl)] {
+                    s.notify(e, app, None, now, r).unwrap();
+                }
+            }
+            if step.ends && alive.len() > 1 {
+                alive.remove(0);
+                changed = true;
+            }
+            rf.page_out_full = step.full_swap;
+            rl.page_out_full = step.full_swap;
+            let s = &step.sample;
+            let procs: Vec<ProcInfo> = alive
+                .iter()
+                .map(|&(pid, app)| proc_(pid, app, 100 + (i as u64 / 50) % 7))
+                .collect();
+            // Every tick in full.
+            let p: &[ProcInfo] = if full.wants_procs(s) { &procs } else { &[] };
+            full.tick(s, now, p, &mut rf);
+            df.extend(full.take_decisions());
+            // The stretch from here on with this sample, taken at once
+            // while quiet; then this tick without the list where the
+            // scheduler takes it so; else in full.
+            if i >= lean_until {
+                let stretch = i > 0
+                    && !changed
+                    && listed == (lean.mode() != ReclaimMode::Normal)
+                    && same(&steps[i - 1], step);
+                let k = if stretch {
+                    let times: Vec<u64> = steps[i..]
+                        .iter()
+                        .take_while(|b| same(step, b))
+                        .map(|b| b.sample.now_ms)
+                        .collect();
+                    lean.quiet_ticks(s, &times, &mut rl)
+                } else {
+                    0
+                };
+                quiet += k;
+                lean_until = i + k;
+                if k == 0 {
+                    if !changed
+                        && listed == (lean.mode() != ReclaimMode::Normal)
+                        && lean.tick_same_procs(s, now, &mut rl)
+                    {
+                        taken += 1;
+                    } else {
+                        listed = lean.wants_procs(s);
+                        let p: &[ProcInfo] = if listed { &procs } else { &[] };
+                        lean.tick(s, now, p, &mut rl);
+                        changed = false;
+                        given += 1;
+                    }
+                }
+                dl.extend(lean.take_decisions());
+            }
+            // A killed process is gone from the next tick on.
+            for c in &rf.calls[calls_seen..] {
+                if let Call::Kill { pid, .. } = c {
+                    alive.retain(|&(p, _)| p != *pid);
+                    changed = true;
+                }
+            }
+            calls_seen = rf.calls.len();
+        }
+        assert_eq!(df, dl, "{policy}: decisions");
+        assert_eq!(rf.calls, rl.calls, "{policy}: mechanism calls");
+        assert_eq!(full.stats, lean.stats, "{policy}: counts");
+        assert_eq!(full.mode(), lean.mode(), "{policy}: mode");
+        if auto {
+            // The launches' rates were measured and the sizing derived.
+            assert!(
+                full.apps.values().any(|a| a.launch_rate_pages.is_some()),
+                "no launch rate measured"
+            );
+            assert_eq!(full.launch_needs(), lean.launch_needs(), "launch needs");
+        }
+        if policy == "appflow" && !auto {
+            let count = |f: fn(&Call) -> bool| rf.calls.iter().filter(|c| f(c)).count();
+            let page_outs = count(|c| matches!(c, Call::PageOut { .. }));
+            let kills = count(|c| matches!(c, Call::Kill { .. }));
+            let switches = full.stats.switches_total();
+            assert!(
+                page_outs > 10 && kills > 0 && switches > 10 && quiet > 100,
+                "{page_outs} page-outs, {kills} kills, {switches} mode switches, {quiet} quiet"
+            );
+        }
+        // Every way was taken (PMR's page-out wants the list whenever
+        // less than δ is available, which is most of this run).
+        assert!(
+            taken > 10 && given > 10,
+            "{policy}: {quiet} quiet, {taken} taken, {given} given"
+        );
+    }
+}
+
 fn desktop_proc(pid: u32, app: Option<&str>, idle_ms: Option<u64>) -> ProcInfo {
     ProcInfo {
         pid,
