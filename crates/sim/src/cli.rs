@@ -263,6 +263,7 @@ pub fn simulate_with(
     };
     let models: Vec<AppModel> = cat.iter().map(catalog::model).collect();
     let w = Workload::resolve_with(&a.workload, &models, &a.targets, events, setup)?;
+    crate::launch::check_launchable(&dev, &models, &w.installed(&models))?;
     let results = run_all(&dev, &policies, &cfg, &models, &w, a.threads);
     let mut extra = BTreeMap::new();
     extra.insert("device_description".into(), json!(dev.description));
