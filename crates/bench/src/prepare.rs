@@ -78,20 +78,41 @@ impl ReclaimCalibration {
 }
 
 /// How the launch profiles were made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProfileSource {
     /// `appflow record` on every app.
     Recorded,
-    /// Written from the synthetic apps' known access pattern.
-    FromSpec,
+    /// Written from the synthetic apps' known access pattern (command apps
+    /// get none): asked for (`--profiles spec`, `failed` None), or because
+    /// recording failed (`--profiles auto`; why in `failed`).
+    FromSpec {
+        /// Why recording failed, when it was tried.
+        failed: Option<String>,
+    },
 }
 
 impl ProfileSource {
     /// Its name in reports.
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
             ProfileSource::Recorded => "recorded",
-            ProfileSource::FromSpec => "from-spec",
+            ProfileSource::FromSpec { .. } => "from-spec",
+        }
+    }
+
+    /// What the report's table says when the profiles are not all
+    /// recorded (None when they are).
+    pub fn note(&self) -> Option<String> {
+        match self {
+            ProfileSource::Recorded => None,
+            ProfileSource::FromSpec { failed: None } => Some(
+                "written from the synthetic apps' specs (--profiles spec), not recorded; command apps have none"
+                    .into(),
+            ),
+            ProfileSource::FromSpec { failed: Some(why) } => Some(format!(
+                "NOT RECORDED: written from the synthetic apps' specs because `appflow record` failed ({why}); \
+                 command apps have none"
+            )),
         }
     }
 }
@@ -823,6 +844,7 @@ fn make_profiles(
     log_dir: &Path,
     progress: &Progress,
 ) -> Result<ProfileSource> {
+    let mut failed = None;
     if o.profiles != "spec" {
         match record_profiles(o, device, apps, daemon, log_dir) {
             Ok(n) => {
@@ -832,9 +854,12 @@ fn make_profiles(
                 return Ok(ProfileSource::Recorded);
             }
             Err(e) if o.profiles == "record" => return Err(e.context("--profiles record")),
-            Err(e) => progress.say(&format!(
-                "`appflow record` unavailable ({e:#}); writing profiles from the synthetic specs"
-            )),
+            Err(e) => {
+                progress.say(&format!(
+                    "`appflow record` unavailable ({e:#}); writing profiles from the synthetic specs"
+                ));
+                failed = Some(format!("{e:#}"));
+            }
         }
     }
     let now_ms = std::time::SystemTime::now()
@@ -855,7 +880,7 @@ fn make_profiles(
     progress.say(&format!(
         "wrote {n} launch profiles from the synthetic apps' known access patterns"
     ));
-    Ok(ProfileSource::FromSpec)
+    Ok(ProfileSource::FromSpec { failed })
 }
 
 fn record_profiles(
