@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Tests of scripts/render-results (run by scripts/test):
+
+    python3 -m unittest discover -s scripts -p 'test_*.py'
+
+Each test builds a small repository in a temporary directory (results/*.json
+as scripts/result writes them, Markdown files with tables and spans) and
+checks what the renderer writes and when --check fails.
+"""
+import contextlib
+import importlib.machinery
+import importlib.util
+import io
+import json
+import os
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load(name, file):
+    loader = importlib.machinery.SourceFileLoader(name, os.path.join(HERE, file))
+    spec = importlib.util.spec_from_loader(name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+rr = load("render_results", "render-results")
+
+RESULT = {
+    "name": "sim/high",
+    "command": ["flock", "/work/.kernel.lock", "nice", "-n", "19", "target/release/appflow",
+                "sim", "--workload", "high", "--policy", "android,appflow"],
+    "date": "2026-11-26T14:00:00Z",
+    "commit": "0123456789abcdef0123456789abcdef01234567",
+    "dirty": False,
+    "machine": {"cpus": 2},
+    "wall_s": 1.5,
+    "cpu_s": 1.4,
+    "output": {"results": [
+        {"policy": "android", "summary": {"cold_launch_ms": {"mean": 3430.0}, "kills": 16}},
+        {"policy": "appflow", "summary": {"cold_launch_ms": {"mean": 1871.4}, "kills": 21}},
+    ]},
+}
+
+TABLE = """# Title
+
+<!-- results:sim
+| cold launch, `high` | sim/high | appflow {ratio(output.results[policy=appflow].summary.cold_launch_ms.mean, output.results[policy=android].summary.cold_launch_ms.mean):.2f}× android ({output.results[policy=appflow].summary.cold_launch_ms.mean:,.0f} vs {output.results[policy=android].summary.cold_launch_ms.mean:,.0f} ms) |
+-->
+<!-- /results -->
+
+Kills rose to <!-- result:sim/high {output.results[policy=appflow].summary.kills} -->?<!-- /result -->.
+"""
+
+
+class Repo:
+    def __init__(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.top = self.tmp.name
+        os.makedirs(os.path.join(self.top, "results", "sim"))
+        os.makedirs(os.path.join(self.top, "docs"))
+        self.result("sim/high", RESULT)
+
+    def result(self, name, doc):
+        with open(os.path.join(self.top, "results", name + ".json"), "w") as f:
+            json.dump(doc, f)
+
+    def write(self, rel, text):
+        with open(os.path.join(self.top, rel), "w") as f:
+            f.write(text)
+
+    def read(self, rel):
+        with open(os.path.join(self.top, rel)) as f:
+            return f.read()
+
+    def run(self, *args):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = rr.main(list(args), top=self.top)
+        return code, err.getvalue()
+
+
+class RenderTest(unittest.TestCase):
+    def setUp(self):
+        self.repo = Repo()
+        self.addCleanup(self.repo.tmp.cleanup)
+
+    def test_renders_rows_and_spans_from_the_file(self):
+        self.repo.write("README.md", TABLE)
+        self.repo.write("docs/x.md", TABLE)
+        self.assertEqual(self.repo.run()[0], 0)
+        readme = self.repo.read("README.md")
+        self.assertIn(
+            "| [cold launch, `high`](results/sim/high.json) | appflow 0.55× android (1,871 vs 3,430 ms) "
+            "| `appflow sim --workload high --policy android,appflow` | 2026-11-26, 0123456 |",
+            readme,
+        )
+        self.assertIn("-->21<!-- /result -->", readme)
+        # A page under docs/ links to the file from there.
+        self.assertIn("](../results/sim/high.json)", self.repo.read("docs/x.md"))
+        # Rendering again changes nothing, and --check passes.
+        self.assertEqual(self.repo.run("--check")[0], 0)
+
+    def test_check_fails_when_a_figure_differs_from_its_file(self):
+        self.repo.write("README.md", TABLE)
+        self.repo.run()
+        text = self.repo.read("README.md")
+        self.repo.write("README.md", text.replace("0.55×", "0.50×"))
+        code, err = self.repo.run("--check")
+        self.assertEqual(code, 1, err)
+        self.assertIn("README.md", err)
+        # --check writes nothing.
+        self.assertIn("0.50×", self.repo.read("README.md"))
+        # A new run behind the file: the rendered table is stale.
+        self.repo.run()
+        doc = dict(RESULT)
+        doc["output"] = json.loads(json.dumps(RESULT["output"]))
+        doc["output"]["results"][1]["summary"]["cold_launch_ms"]["mean"] = 1500.0
+        self.repo.result("sim/high", doc)
+        self.assertEqual(self.repo.run("--check")[0], 1)
+        self.assertEqual(self.repo.run()[0], 0)
+        self.assertIn("0.44× android", self.repo.read("README.md"))
+
+    def test_a_row_typed_by_hand_fails_the_check(self):
+        self.repo.write("README.md", TABLE)
+        self.repo.run()
+        text = self.repo.read("README.md").replace(
+            "<!-- /results -->", "| typed | 0.1× | `appflow sim` | today |\n<!-- /results -->")
+        self.repo.write("README.md", text)
+        self.assertEqual(self.repo.run("--check")[0], 1)
+
+    def test_missing_file_or_path_is_bad_input(self):
+        self.repo.write("README.md", TABLE.replace("| sim/high |", "| sim/nope |"))
+        code, err = self.repo.run("--check")
+        self.assertEqual(code, 2)
+        self.assertIn("results/sim/nope.json: no such result file", err)
+        self.repo.write("README.md", TABLE.replace("policy=appflow", "policy=appfloww"))
+        code, err = self.repo.run("--check")
+        self.assertEqual(code, 2)
+        self.assertIn("no element with policy = 'appfloww'", err)
+        self.repo.write("README.md", TABLE.replace(".kills}", ".killz}"))
+        code, err = self.repo.run("--check")
+        self.assertEqual(code, 2)
+        self.assertIn("no key 'killz'", err)
+        self.repo.write("README.md", "<!-- results:x\n| a | sim/high |\n-->\n<!-- /results -->\n")
+        self.assertEqual(self.repo.run("--check")[0], 2)
+        self.repo.write("README.md", "<!-- results:x\n| a | sim/high | {output} |\n")
+        self.assertEqual(self.repo.run("--check")[0], 2)
+
+    def test_markers_in_code_blocks_are_examples(self):
+        example = "```markdown\n<!-- results:x\n| a | sim/nope | {output} |\n-->\n<!-- /results -->\n```\n"
+        self.repo.write("docs/how.md", example + TABLE)
+        self.assertEqual(self.repo.run()[0], 0)
+        text = self.repo.read("docs/how.md")
+        self.assertTrue(text.startswith(example))
+        self.assertIn("0.55× android", text)
+
+    def test_functions_and_wildcards(self):
+        doc = {"output": {"r": [{"v": 1.0}, {"v": 4.0}, {"v": 2.0}]}}
+        self.assertEqual(rr.evaluate("median(output.r[*].v)", doc), 2.0)
+        self.assertEqual(rr.evaluate("max(output.r[*].v)", doc), 4.0)
+        self.assertEqual(rr.evaluate("len(output.r)", doc), 3)
+        self.assertAlmostEqual(rr.evaluate("pct(output.r[1].v, output.r[0].v)", doc), 300.0)
+        self.assertEqual(rr.evaluate("diff(output.r[-1].v, 0.5)", doc), 1.5)
+        self.assertEqual(rr.fill("{ratio(output.r[1].v, output.r[2].v):.1f}×", doc, "t"), "2.0×")
+        text = {"output_text": "knapsack_60x12   time:   [25.1 µs 25.8 µs 26.4 µs]\nCPU 0.383 %\n"}
+        self.assertEqual(rr.evaluate("match(output_text, 'time: +\\[\\S+ \\S+ ([0-9.]+) ')", text), 25.8)
+        self.assertEqual(rr.fill("{match(output_text, 'CPU ([0-9.]+) %'):.2f} %", text, "t"), "0.38 %")
+        with self.assertRaises(rr.InputErr):
+            rr.evaluate("match(output_text, 'absent ([0-9]+)')", text)
+
+    def test_commands_read_as_a_user_types_them(self):
+        self.assertEqual(
+            rr.show_command(["flock", "/work/.kernel.lock", "nice", "-n", "19",
+                             "./target/release/appflow", "bench", "--quick"]),
+            "appflow bench --quick")
+        self.assertEqual(rr.show_command(["cargo", "bench", "-p", "x"]), "cargo bench -p x")
+
+
+if __name__ == "__main__":
+    unittest.main()
+
+
+cl = load("check_links", "check-links")
+
+
+class LinkTest(unittest.TestCase):
+    def test_broken_files_and_anchors_are_reported(self):
+        with tempfile.TemporaryDirectory() as top:
+            os.makedirs(os.path.join(top, "docs"))
+            with open(os.path.join(top, "docs", "a.md"), "w") as f:
+                f.write("# Getting started\n\n## The `sim` command, in short\n\n## Getting started\n")
+            with open(os.path.join(top, "README.md"), "w") as f:
+                f.write("[ok](docs/a.md#getting-started) [ok2](docs/a.md#the-sim-command-in-short)\n"
+                        "[dup](docs/a.md#getting-started-1) [web](https://example.com/x#y)\n"
+                        "```\n[in code](nowhere.md)\n```\n`[span](nowhere.md)`\n")
+            self.assertEqual(cl.check(top), [])
+            with open(os.path.join(top, "README.md"), "a") as f:
+                f.write("[gone](docs/b.md) [moved](docs/a.md#quick-start)\n")
+            broken = cl.check(top)
+            self.assertEqual(len(broken), 2, broken)
+            self.assertIn("docs/b.md: no such file", broken[0])
+            self.assertIn("no heading #quick-start", broken[1])
