@@ -172,6 +172,13 @@ class RenderTest(unittest.TestCase):
         with self.assertRaises(rr.InputErr):
             rr.evaluate("match(output_text, 'absent ([0-9]+)')", text)
 
+    def test_a_run_on_changed_code_is_flagged_a_page_edit_is_not(self):
+        doc = dict(RESULT, dirty=True, dirty_paths=["README.md", "results/sim/x.json"])
+        self.assertEqual(rr.measured(doc), "2026-11-26, 0123456")
+        doc["dirty_paths"].append("crates/sim/src/engine.rs")
+        self.assertEqual(rr.measured(doc), "2026-11-26, 0123456 (uncommitted changes)")
+        self.assertIn("uncommitted", rr.measured(dict(RESULT, dirty=True)))
+
     def test_commands_read_as_a_user_types_them(self):
         self.assertEqual(
             rr.show_command(["flock", "/work/.kernel.lock", "nice", "-n", "19",
