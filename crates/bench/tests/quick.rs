@@ -1,7 +1,7 @@
 //! `appflow bench --quick` on the real kernel, asserting only what must hold
 //! regardless of noise.
 //!
-//! Choice (see docs/bench.md): the test runs the bench *library* in-process
+//! Choice (see docs/bench-reference.md, "Tests"): the test runs the bench *library* in-process
 //! (`appflow_bench::cli::run_bench`) and hands it the `appflow` binary found
 //! at `<workspace>/target/<profile>/appflow` for the app processes and the
 //! daemon. It never builds that binary itself; when it is absent, or when not
