@@ -140,7 +140,7 @@ class RenderTest(unittest.TestCase):
         self.repo.write("README.md", TABLE.replace("policy=appflow", "policy=appfloww"))
         code, err = self.repo.run("--check")
         self.assertEqual(code, 2)
-        self.assertIn("no element with policy = 'appfloww'", err)
+        self.assertIn("no element with policy=appfloww (there, policy: android, appflow)", err)
         self.repo.write("README.md", TABLE.replace(".kills}", ".killz}"))
         code, err = self.repo.run("--check")
         self.assertEqual(code, 2)
@@ -158,17 +158,42 @@ class RenderTest(unittest.TestCase):
         self.assertTrue(text.startswith(example))
         self.assertIn("0.55× android", text)
 
+    def test_hand_typed_figures_fail_the_check_in_strict_pages(self):
+        self.repo.write("README.md", TABLE)
+        self.repo.write("docs/design.md", "A launch took 3,430 ms here; `42 ms` in code is fine.\n")
+        self.assertEqual(self.repo.run()[0], 0)
+        self.assertEqual(self.repo.run("--check")[0], 0)  # docs/design.md is not strict
+        self.repo.write("README.md", self.repo.read("README.md") + "\nappflow was 0.55× stock.\n")
+        code, err = self.repo.run("--check")
+        self.assertEqual(code, 1, err)
+        self.assertIn("README.md:13: '0.55×'", err)
+        self.repo.write("README.md", TABLE)
+        self.repo.run()
+        self.repo.write("docs/design.md", "<!-- figures: traced -->\nA launch took 3,430 ms.\n")
+        code, err = self.repo.run("--check")
+        self.assertEqual(code, 1, err)
+        self.assertIn("docs/design.md:2: '3,430 ms'", err)
+        found = [f for _, f in rr.untraced(
+            "2.2× and 150 MB/s, 98.5 %, 12-15 min; not 60 apps, v1.2, 5.10, 2-core\n"
+            "```\n1 ms\n```\n[x](a/5 ms.md) <!-- 3 s -->\n")]
+        self.assertEqual(found, ["2.2×", "150 MB/s", "98.5 %", "12-15 min"])
+
     def test_functions_and_wildcards(self):
         doc = {"output": {"r": [{"v": 1.0}, {"v": 4.0}, {"v": 2.0}]}}
         self.assertEqual(rr.evaluate("median(output.r[*].v)", doc), 2.0)
         self.assertEqual(rr.evaluate("max(output.r[*].v)", doc), 4.0)
         self.assertEqual(rr.evaluate("len(output.r)", doc), 3)
+        pairs = {"output": {"c": [{"p": "a", "m": "x", "v": 1}, {"p": "a", "m": "y", "v": 2}]}}
+        self.assertEqual(rr.evaluate("output.c[p=a&m=y].v", pairs), 2)
+        with self.assertRaises(rr.InputErr):
+            rr.evaluate("output.c[p=a&m=z].v", pairs)
         self.assertAlmostEqual(rr.evaluate("pct(output.r[1].v, output.r[0].v)", doc), 300.0)
         self.assertEqual(rr.evaluate("diff(output.r[-1].v, 0.5)", doc), 1.5)
         self.assertEqual(rr.fill("{ratio(output.r[1].v, output.r[2].v):.1f}×", doc, "t"), "2.0×")
         text = {"output_text": "knapsack_60x12   time:   [25.1 µs 25.8 µs 26.4 µs]\nCPU 0.383 %\n"}
         self.assertEqual(rr.evaluate("match(output_text, 'time: +\\[\\S+ \\S+ ([0-9.]+) ')", text), 25.8)
         self.assertEqual(rr.fill("{match(output_text, 'CPU ([0-9.]+) %'):.2f} %", text, "t"), "0.38 %")
+        self.assertEqual(rr.fill("{match(output_text, 'time: +\\[\\S+ \\S+ (\\S+) µs'):.1f}", text, "t"), "25.8")
         with self.assertRaises(rr.InputErr):
             rr.evaluate("match(output_text, 'absent ([0-9]+)')", text)
 
