@@ -164,9 +164,16 @@ impl DaemonSetup {
             blk = q(&self.blkio_cgroup),
             budget = self.budget_bytes,
         );
-        if let Some(n) = self.alloc_threshold_pages {
-            s.push_str(&format!("\n[reclaim]\nalloc_threshold_pages = {n}\n"));
-        }
+        // The testbed pins the thresholds its simulator twin models (M_F
+        // 15 % of the domain, N_alloc from the calibrated reclaim rate or
+        // the paper's), so that measured and simulated runs compare; a
+        // deployed daemon sizes them itself (docs/daemon.md "Sizing").
+        let n = self
+            .alloc_threshold_pages
+            .unwrap_or(appflow_core::sizing::PAPER_ALLOC_THRESHOLD_PAGES);
+        s.push_str(&format!(
+            "\n[reclaim]\nalloc_threshold_pages = {n}\nlow_memory_bytes = 0\n"
+        ));
         for (name, cg) in &self.apps {
             s.push_str(&format!(
                 "\n[[app]]\nname = {}\ncgroup = {}\n",

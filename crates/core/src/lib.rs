@@ -42,6 +42,7 @@ pub mod refault;
 pub mod report;
 pub mod rng;
 pub mod scheduler;
+pub mod sizing;
 pub mod storage;
 
 /// One kibibyte in bytes.

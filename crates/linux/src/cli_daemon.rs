@@ -217,10 +217,26 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
     );
     out!(
         o,
-        "n_alloc         {} pages/tick, PSI some avg10 {}",
+        "n_alloc         {} pages/tick (N_alloc {}), PSI some avg10 {}",
         d["alloc_pages_per_tick"],
+        d["alloc_threshold_pages"],
         d["psi_some_avg10"]
     );
+    let z = &d["sizing"];
+    out!(
+        o,
+        "sizing          M_F {}, N_alloc {}",
+        z["low_memory"].as_str().unwrap_or("?"),
+        z["alloc_threshold"].as_str().unwrap_or("?")
+    );
+    for c in z["checks"].as_array().into_iter().flatten() {
+        out!(
+            o,
+            "  {} {}",
+            if c["ok"] == true { "ok  " } else { "WARN" },
+            c["what"].as_str().unwrap_or("")
+        );
+    }
     out!(
         o,
         "preload         {} ({}): budget {}, plan {}, standby {}, protected {}, loaded {} in {} loads",

@@ -184,6 +184,14 @@ pub struct ReclaimSection {
     /// In efficiency-first, also drop (POSIX_FADV_DONTNEED) cold unprotected
     /// files of background apps' profiles.
     pub drop_cold_files: bool,
+    /// M_F derived from the apps' launches (`low_memory_bytes = "auto"`, the
+    /// default; docs/daemon.md "Sizing"), else `core.low_memory_bytes`.
+    #[serde(skip_serializing)]
+    pub auto_low_memory: bool,
+    /// N_alloc derived from the apps' launch rates (`alloc_threshold_pages
+    /// = "auto"`, the default), else `core.alloc_threshold_pages`.
+    #[serde(skip_serializing)]
+    pub auto_alloc_threshold: bool,
     /// The core's reclaimer parameters (N_alloc, M_F, hysteresis, rebalancing).
     #[serde(flatten)]
     pub core: ReclaimConfig,
@@ -194,8 +202,27 @@ impl Default for ReclaimSection {
         Self {
             enabled: true,
             drop_cold_files: false,
+            auto_low_memory: true,
+            auto_alloc_threshold: true,
             core: ReclaimConfig::default(),
         }
+    }
+}
+
+/// Takes a key that is `"auto"` or a number of the core's struct: true
+/// (and the key removed) for `"auto"` or when absent (`default_auto`), false
+/// (and the number left for the core) otherwise.
+fn take_auto(t: &mut toml::Table, section: &str, key: &str) -> Result<bool, String> {
+    match t.get(key) {
+        None => Ok(true),
+        Some(toml::Value::String(v)) if v == "auto" => {
+            t.remove(key);
+            Ok(true)
+        }
+        Some(toml::Value::String(v)) => Err(format!(
+            "{section}.{key}: {v:?} is neither \"auto\" nor a number"
+        )),
+        Some(_) => Ok(false),
     }
 }
 
@@ -316,6 +343,8 @@ impl TryFrom<toml::Table> for ReclaimSection {
         Ok(Self {
             enabled: take(&mut t, "reclaim", "enabled", d.enabled)?,
             drop_cold_files: take(&mut t, "reclaim", "drop_cold_files", d.drop_cold_files)?,
+            auto_low_memory: take_auto(&mut t, "reclaim", "low_memory_bytes")?,
+            auto_alloc_threshold: take_auto(&mut t, "reclaim", "alloc_threshold_pages")?,
             core: core_part(t, "reclaim")?,
         })
     }
@@ -515,6 +544,8 @@ impl Config {
             protected_comms: self.killer.protected.clone(),
             launch_timeout_ms: self.daemon.launch_timeout_ms,
             max_undeclared_apps: self.daemon.max_undeclared_apps,
+            auto_low_memory: self.reclaim.auto_low_memory,
+            auto_alloc_threshold: self.reclaim.auto_alloc_threshold,
         }
     }
 
@@ -584,6 +615,24 @@ mod tests {
         assert_eq!(c.preload.core.budget_bytes, 1024);
         assert_eq!(c.killer.core.settle_ms, 9);
         assert!(!c.reclaim.enabled);
+    }
+
+    #[test]
+    fn reclaim_thresholds_are_auto_unless_given() {
+        let c = Config::default();
+        assert!(c.reclaim.auto_low_memory && c.reclaim.auto_alloc_threshold);
+        let c = Config::from_toml(
+            "[reclaim]\nlow_memory_bytes = \"auto\"\nalloc_threshold_pages = 2000\n",
+            "<t>",
+        )
+        .unwrap();
+        assert!(c.reclaim.auto_low_memory);
+        assert!(!c.reclaim.auto_alloc_threshold);
+        assert_eq!(c.reclaim.core.alloc_threshold_pages, 2000);
+        let s = c.scheduler_config();
+        assert!(s.auto_low_memory && !s.auto_alloc_threshold);
+        let e = Config::from_toml("[reclaim]\nlow_memory_bytes = \"big\"\n", "<t>").unwrap_err();
+        assert!(e.to_string().contains("reclaim.low_memory_bytes"), "{e}");
     }
 
     #[test]

@@ -765,6 +765,8 @@ pub struct ProcStat {
     pub minflt: u64,
     /// Field 12: major faults.
     pub majflt: u64,
+    /// Fields 14 + 15: user + system CPU time, clock ticks.
+    pub cpu_ticks: u64,
     /// Field 22: start time, clock ticks after boot. With the pid it
     /// identifies a process across PID reuse.
     pub start_time: u64,
@@ -794,6 +796,7 @@ pub fn parse_stat(text: &str) -> Result<ProcStat, ReadError> {
             .map_err(|_| parse_err(FILE, format!("field ppid: {ppid:?} is not a pid")))?,
         minflt: num(10, "minflt")?,
         majflt: num(12, "majflt")?,
+        cpu_ticks: num(14, "utime")?.saturating_add(num(15, "stime")?),
         start_time: num(22, "starttime")?,
     })
 }

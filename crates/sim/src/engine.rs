@@ -544,7 +544,7 @@ impl<'a> Sim<'a> {
                     app: None,
                     oom_score_adj: 0,
                     footprint_bytes: None,
-                    protected: false,
+                    ..Default::default()
                 });
             }
             let p = &mut out[i];

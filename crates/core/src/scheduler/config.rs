@@ -34,6 +34,12 @@ pub struct SchedulerConfig {
     /// Apps neither declared nor profiled that events may add (bounds the
     /// app table against a flood of names).
     pub max_undeclared_apps: usize,
+    /// M_F derived from the apps' launches instead of
+    /// `reclaim.low_memory_bytes` ([`crate::sizing`]; the daemon's default).
+    pub auto_low_memory: bool,
+    /// N_alloc derived from the apps' launch rates instead of
+    /// `reclaim.alloc_threshold_pages` ([`crate::sizing`]; the daemon's default).
+    pub auto_alloc_threshold: bool,
 }
 
 impl Default for SchedulerConfig {
@@ -57,6 +63,8 @@ impl SchedulerConfig {
             protected_comms: Vec::new(),
             launch_timeout_ms: 30_000,
             max_undeclared_apps: 256,
+            auto_low_memory: false,
+            auto_alloc_threshold: false,
         }
     }
 

@@ -127,7 +127,20 @@ pub struct ProcInfo {
     /// protected name.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub protected: bool,
+    /// How long the process has used no CPU, ms, when the driver measures
+    /// it (the daemon, from /proc/PID/stat). A process idle for
+    /// [`IDLE_BACKGROUND_MS`] is background by activity (see
+    /// `Scheduler::is_foreground_proc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_ms: Option<u64>,
 }
+
+/// A process that has used no CPU for this long is in the background by
+/// activity, where nothing else says which app is in front (a desktop
+/// Linux machine gives every process the same `oom_score_adj`): 10 s, the
+/// debounce after which Android freezes a cached app, taking its memory to
+/// be out of use (docs/daemon.md, "Background apps").
+pub const IDLE_BACKGROUND_MS: u64 = 10_000;
 
 impl ProcInfo {
     /// Its identity.
@@ -314,6 +327,15 @@ struct AppState {
     /// (kept only by policies that prepage switches), each with the number
     /// of the last tick that attributed it (see `note_app_procs`).
     seen: BTreeMap<ProcId, u64>,
+    /// A `background` event said so, and no `launch` or `foreground` came
+    /// since: its processes are background whatever their adj or activity.
+    background_notified: bool,
+    /// Pages allocated in the domain over the ticks of the launch in
+    /// progress, and those ticks (the launch's allocation rate, for sizing).
+    launch_alloc: (u64, u64),
+    /// Mean pages per tick the domain allocated over the app's last
+    /// complete launch.
+    launch_rate_pages: Option<f64>,
 }
 
 const DECISIONS_KEPT: usize = 64;
@@ -354,6 +376,9 @@ pub struct Scheduler {
     /// Efficiency-first is in force in the controller but yields to the
     /// kernel's balance: reclaimable page cache ran out.
     ef_yielded: bool,
+    /// The derived thresholds for the domain size they were derived for
+    /// (`cfg.auto_*`), cleared when a profile or a launch rate changes.
+    sizing: Option<(u64, crate::sizing::Sizing)>,
     /// Ticks whose processes were noted (`note_app_procs`), counted.
     procs_noted: u64,
     /// Apps whose launch stream is held protected (locked).
@@ -421,6 +446,7 @@ impl Scheduler {
             psi_history: VecDeque::new(),
             ef_reapply_at_ms: 0,
             ef_yielded: false,
+            sizing: None,
             procs_noted: 0,
             protecting: BTreeSet::new(),
             dropped_cold: false,
@@ -582,6 +608,7 @@ impl Scheduler {
             self.profiles = new;
             self.plan_dirty = true;
             self.stream_memo.clear();
+            self.sizing = None;
         }
     }
 
@@ -738,6 +765,8 @@ impl Scheduler {
             EventKind::Launch => {
                 st.launching_since = Some(now_ms);
                 st.last_used_ms = Some(now_ms);
+                st.background_notified = false;
+                st.launch_alloc = (0, 0);
                 self.end_window(app, true, now_ms, preload);
                 self.foreground = Some(app.to_string());
                 self.fg_notified = true;
@@ -748,10 +777,17 @@ impl Scheduler {
             EventKind::Launched => {
                 let since = st.launching_since.take();
                 st.last_used_ms = Some(now_ms);
+                let measured = since.is_some() && st.launch_alloc.1 > 0;
+                if measured {
+                    let (pages, ticks) = st.launch_alloc;
+                    st.launch_rate_pages = Some(pages as f64 / ticks as f64);
+                    self.sizing = None;
+                }
                 reply = self.end_launch(app, now_ms, since, preload);
             }
             EventKind::Foreground => {
                 st.last_used_ms = Some(now_ms);
+                st.background_notified = false;
                 // Already in front (a launcher's "foreground" after the
                 // launch): its window goes on, it is no switch.
                 let switch = self.foreground.as_deref() != Some(app);
@@ -765,6 +801,7 @@ impl Scheduler {
             }
             EventKind::Background => {
                 st.last_used_ms = Some(now_ms);
+                st.background_notified = true;
                 if self.foreground.as_deref() == Some(app) {
                     self.foreground = None;
                 }

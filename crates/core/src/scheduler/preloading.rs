@@ -291,6 +291,11 @@ impl Scheduler {
         if !self.standby.is_empty() {
             self.set_touch_paused(true, now_ms, preload);
         }
+        // Reclaim supplies memory at N_alloc pages per tick (the one in force).
+        let reclaim_rate = match self.last_sample.map(|s| s.total_bytes) {
+            Some(total) => self.reclaim_config(total).reclaim_bytes_per_sec(),
+            None => self.cfg.reclaim.reclaim_bytes_per_sec(),
+        };
         let Some(profile) = self.profiles.get(app) else {
             let d = format!("{app} launching: no profile, nothing to preload");
             self.log(now_ms, "preload", None, d.clone());
@@ -326,7 +331,7 @@ impl Scheduler {
                 &self.curve,
                 self.cfg.preload.max_read_bytes,
                 cap,
-                self.cfg.reclaim.reclaim_bytes_per_sec(),
+                reclaim_rate,
             );
             self.raise_readahead(app, &full, window, now_ms, preload);
         }

@@ -3,11 +3,21 @@
 //! reclaim mechanism, page-out of background apps while rebalancing, and
 //! the optional drop of cold files in efficiency-first.
 
-use super::{AppState, DomainSample, Mark, ProcInfo, Scheduler};
+use super::{AppState, DomainSample, Mark, ProcInfo, Scheduler, IDLE_BACKGROUND_MS};
 use crate::mechanism::{MechError, ReclaimMechanism};
 use crate::reason::Reason;
-use crate::reclaim::{alloc_pages_per_tick, ReclaimMode, ReclaimSample};
-use std::collections::BTreeSet;
+use crate::reclaim::{alloc_pages_per_tick, ReclaimConfig, ReclaimMode, ReclaimSample};
+use crate::sizing::{derive, launch_need, LaunchNeed, Sizing};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Whether a process looks background by itself, where no event places its
+/// app: Android's background classes (`oom_score_adj` above 0: perceptible,
+/// service, cached), or no CPU used for [`IDLE_BACKGROUND_MS`] (a driver
+/// that measures activity, e.g. the daemon on a desktop Linux machine where
+/// every process has adj 0).
+pub(super) fn looks_background(p: &ProcInfo) -> bool {
+    p.oom_score_adj > 0 || p.idle_ms.is_some_and(|i| i >= IDLE_BACKGROUND_MS)
+}
 
 impl Scheduler {
     pub(super) fn is_foreground_proc(&self, p: &ProcInfo) -> bool {
@@ -16,14 +26,91 @@ impl Scheduler {
     }
 
     /// [`Self::is_foreground_proc`] with the state of the process's app
-    /// already looked up (`None` for an unknown app or no app).
+    /// already looked up (`None` for an unknown app or no app). The
+    /// killer's test: a launching app is foreground; an app a `background`
+    /// event named is not; once a launcher (or launch detection) has named
+    /// the foreground app, only that app is; otherwise, Android's
+    /// visible/foreground adj (≤ 0). Activity alone never makes a process a
+    /// kill candidate (an app the user reads without typing is idle).
     fn is_foreground_with(&self, p: &ProcInfo, state: Option<&AppState>) -> bool {
         match &p.app {
             Some(_) if state.is_some_and(|s| s.launching_since.is_some()) => true,
+            Some(_) if state.is_some_and(|s| s.background_notified) => false,
             Some(a) if self.fg_notified => self.foreground.as_deref() == Some(a.as_str()),
-            // Without events: Android's visible/foreground adj (≤ 0).
             _ => p.oom_score_adj <= 0,
         }
+    }
+
+    /// Whether rebalancing may page the process out (reversible, unlike a
+    /// kill): as the killer's test, except that where no event places the
+    /// process (no launcher has spoken, or a process of no app) it is
+    /// pageable when it looks background by its class or its activity
+    /// ([`looks_background`]).
+    pub(super) fn is_pageable_with(&self, p: &ProcInfo, state: Option<&AppState>) -> bool {
+        match &p.app {
+            Some(_) if state.is_some_and(|s| s.launching_since.is_some()) => false,
+            Some(_) if state.is_some_and(|s| s.background_notified) => true,
+            Some(a) if self.fg_notified => self.foreground.as_deref() != Some(a.as_str()),
+            _ => looks_background(p),
+        }
+    }
+
+    /// The reclaimer's parameters in force for a domain of `total_bytes`:
+    /// the configured ones, with M_F and N_alloc derived from the apps'
+    /// launches where the configuration asks for it ([`crate::sizing`]).
+    /// The derivation is cached until a profile or a launch rate changes.
+    pub fn reclaim_config(&mut self, total_bytes: u64) -> ReclaimConfig {
+        if !self.cfg.auto_low_memory && !self.cfg.auto_alloc_threshold {
+            return self.cfg.reclaim.clone();
+        }
+        let sizing = match &self.sizing {
+            Some((t, s)) if *t == total_bytes => s.clone(),
+            _ => {
+                let s = self.sizing_for(total_bytes);
+                self.sizing = Some((total_bytes, s.clone()));
+                s
+            }
+        };
+        self.reclaim_config_with(&sizing)
+    }
+
+    /// The configured parameters with the derived M_F and N_alloc put in
+    /// where the configuration asks for them.
+    pub fn reclaim_config_with(&self, sizing: &Sizing) -> ReclaimConfig {
+        let mut rcfg = self.cfg.reclaim.clone();
+        if self.cfg.auto_low_memory {
+            rcfg.low_memory_bytes = sizing.low_memory_bytes;
+        }
+        if self.cfg.auto_alloc_threshold {
+            rcfg.alloc_threshold_pages = sizing.alloc_threshold_pages;
+        }
+        rcfg
+    }
+
+    /// M_F and N_alloc derived for a domain of `total_bytes` from the
+    /// profiles and the launch rates measured so far ([`crate::sizing`]).
+    pub fn sizing_for(&self, total_bytes: u64) -> Sizing {
+        derive(
+            &self.launch_needs(),
+            total_bytes,
+            self.cfg.reclaim.low_memory_fraction,
+            self.floor_bytes(total_bytes),
+            &self.curve,
+            self.cfg.reclaim.tick_ms,
+        )
+    }
+
+    /// Every profiled app's launch need and allocation rate (measured in
+    /// this domain where a launch was seen, else from its profile).
+    pub fn launch_needs(&self) -> BTreeMap<String, LaunchNeed> {
+        let tick_ms = self.cfg.reclaim.tick_ms;
+        self.profiles
+            .iter()
+            .map(|(name, p)| {
+                let measured = self.apps.get(name).and_then(|a| a.launch_rate_pages);
+                (name.clone(), launch_need(p, measured, tick_ms))
+            })
+            .collect()
     }
 
     /// Never acted on: the daemon's own processes, protected names and
@@ -35,24 +122,37 @@ impl Scheduler {
             || self.cfg.protected_comms.contains(&p.comm)
     }
 
-    /// Background app processes, least recently used first.
-    fn background_app_pids(&self, procs: &[ProcInfo]) -> Vec<u32> {
+    /// Background processes to page out ([`Self::is_pageable_with`]), in
+    /// order: those of apps, least recently used first; then processes of
+    /// no app, longest idle first.
+    pub(super) fn background_app_pids(&self, procs: &[ProcInfo]) -> Vec<u32> {
         let mut v: Vec<(u64, u32)> = Vec::with_capacity(procs.len());
+        let mut others: Vec<(std::cmp::Reverse<u64>, u32)> = Vec::new();
         for p in procs {
+            if self.is_untouchable(p) {
+                continue;
+            }
             let Some(app) = &p.app else {
+                if looks_background(p) {
+                    others.push((std::cmp::Reverse(p.idle_ms.unwrap_or(0)), p.pid));
+                }
                 continue;
             };
             // One lookup serves the launch test and the last use (this runs
             // every rebalancing tick, over every process).
             let state = self.apps.get(app);
-            if self.is_foreground_with(p, state) || self.is_untouchable(p) {
+            if !self.is_pageable_with(p, state) {
                 continue;
             }
             let used = state.and_then(|a| a.last_used_ms).unwrap_or(0);
             v.push((used, p.pid));
         }
         v.sort();
-        v.into_iter().map(|(_, p)| p).collect()
+        others.sort();
+        v.into_iter()
+            .map(|(_, p)| p)
+            .chain(others.into_iter().map(|(_, p)| p))
+            .collect()
     }
 
     /// The reclaimer's part of a tick (Algorithm 1). Also records the sample.
@@ -62,13 +162,21 @@ impl Scheduler {
         procs: &[ProcInfo],
         reclaim: &mut dyn ReclaimMechanism,
     ) -> ReclaimMode {
-        let rcfg = self.cfg.reclaim.clone();
+        let rcfg = self.reclaim_config(s.total_bytes);
         let alloc_pages = match self.prev_alloc {
             Some((c, t)) => {
                 alloc_pages_per_tick(c, s.alloc_counter, s.now_ms.saturating_sub(t), rcfg.tick_ms)
             }
             None => 0,
         };
+        if self.prev_alloc.is_some() {
+            for a in self.apps.values_mut() {
+                if a.launching_since.is_some() {
+                    a.launch_alloc.0 += alloc_pages;
+                    a.launch_alloc.1 += 1;
+                }
+            }
+        }
         self.prev_alloc = Some((s.alloc_counter, s.now_ms));
         self.last_alloc_pages = alloc_pages;
         self.last_sample = Some(*s);

@@ -404,7 +404,7 @@ mod tests {
                 app: Some(app.to_string()),
                 oom_score_adj: 900,
                 footprint_bytes: None,
-                protected: false,
+                ..Default::default()
             })
             .collect()
     }

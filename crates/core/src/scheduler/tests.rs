@@ -56,7 +56,7 @@ fn proc_(pid: u32, app: &str, mib: u64) -> ProcInfo {
         app: Some(app.into()),
         oom_score_adj: 900,
         footprint_bytes: Some(mib * MIB),
-        protected: false,
+        ..Default::default()
     }
 }
 
@@ -715,4 +715,142 @@ fn capacity_stall_is_measured_over_the_window_and_waits_a_window_after_a_kill() 
         ..smp(t0 + 2000, 0)
     };
     assert_eq!(s.kill_wanted(&no_total), Ok(Reason::KillHighestNetFreed));
+}
+
+fn desktop_proc(pid: u32, app: Option<&str>, idle_ms: Option<u64>) -> ProcInfo {
+    ProcInfo {
+        pid,
+        start_time: pid as u64,
+        comm: format!("p{pid}"),
+        app: app.map(str::to_string),
+        oom_score_adj: 0,
+        footprint_bytes: Some(300 * MIB),
+        idle_ms,
+        ..Default::default()
+    }
+}
+
+fn paged_out(r: &Recorder) -> Vec<u32> {
+    r.calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::PageOut { pid, .. } => Some(*pid),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Calm ticks with memory far below M_F for 12 s: past a time-out of an
+/// earlier rebalancing and its cool-down, a rebalancing runs.
+fn rebalance_ticks(s: &mut Scheduler, r: &mut Recorder, procs: &[ProcInfo], from: u64) {
+    for t in 0..120 {
+        let mut low = sample(from + t * 100, 0, 20);
+        low.anon_bytes = 900 * MIB;
+        s.tick(&low, 0, procs, r);
+    }
+}
+
+#[test]
+fn idle_processes_of_no_app_are_paged_out_active_ones_are_not() {
+    // A desktop: every process has adj 0 and no launcher speaks. Before,
+    // nothing was background, so rebalancing paged nothing out.
+    let mut s = sched(cfg("appflow-amr"));
+    let mut r = Recorder::default();
+    let procs = [
+        desktop_proc(60, None, Some(IDLE_BACKGROUND_MS)),
+        desktop_proc(61, None, Some(IDLE_BACKGROUND_MS - 1)),
+        desktop_proc(62, None, None),
+        desktop_proc(63, Some("b"), Some(60_000)),
+    ];
+    // Apps first (b, least recently used), then idle processes of no app.
+    assert_eq!(s.background_app_pids(&procs), vec![63, 60]);
+    rebalance_ticks(&mut s, &mut r, &procs, 0);
+    assert!(paged_out(&r).contains(&63));
+}
+
+#[test]
+fn notify_background_makes_an_app_pageable_whatever_its_adj() {
+    let mut s = sched(cfg("appflow-amr"));
+    let mut r = Recorder::default();
+    // Active (not idle) processes of app b with adj 0.
+    let procs = [desktop_proc(70, Some("b"), None)];
+    rebalance_ticks(&mut s, &mut r, &procs, 0);
+    assert!(paged_out(&r).is_empty(), "in front by its adj");
+    s.notify(EventKind::Background, "b", None, 5000, &mut r)
+        .unwrap();
+    r.calls.clear();
+    rebalance_ticks(&mut s, &mut r, &procs, 20_000);
+    assert!(paged_out(&r).contains(&70));
+    // Foreground again: no longer pageable.
+    s.notify(EventKind::Foreground, "b", None, 40_000, &mut r)
+        .unwrap();
+    r.calls.clear();
+    rebalance_ticks(&mut s, &mut r, &procs, 60_000);
+    assert!(!paged_out(&r).contains(&70));
+}
+
+#[test]
+fn an_idle_app_with_adj_zero_is_paged_out_but_never_a_kill_candidate() {
+    let s = sched(cfg("appflow"));
+    let idle = desktop_proc(80, Some("b"), Some(3_600_000));
+    assert!(
+        s.is_foreground_proc(&idle),
+        "activity alone never makes a kill candidate"
+    );
+    assert!(s.is_pageable_with(&idle, s.apps.get("b")));
+}
+
+#[test]
+fn a_launching_app_is_never_paged_out() {
+    let mut s = sched(cfg("appflow-amr"));
+    let mut r = Recorder::default();
+    s.notify(EventKind::Launch, "a", id(90), 0, &mut r).unwrap();
+    let procs = [desktop_proc(90, Some("a"), Some(60_000))];
+    rebalance_ticks(&mut s, &mut r, &procs, 100);
+    assert!(!paged_out(&r).contains(&90));
+}
+
+#[test]
+fn auto_sizing_takes_m_f_from_the_largest_launch_and_n_alloc_from_the_slowest() {
+    let mut c = cfg("appflow-amr");
+    c.auto_low_memory = true;
+    c.auto_alloc_threshold = true;
+    let mut s = Scheduler::new(c, curve(), &[], &[]);
+    let mut big = profile("big", 10, 4, 600);
+    big.anon_launch_bytes = 400 * MIB;
+    big.last_launch_ms = 2000;
+    let mut small = profile("small", 20, 0, 50);
+    small.anon_launch_bytes = 20 * MIB;
+    small.last_launch_ms = 1000;
+    s.set_profiles(vec![big.clone(), small.clone()]);
+    let total = 1024 * MIB;
+    let rc = s.reclaim_config(total);
+    assert_eq!(rc.low_memory_bytes, 400 * MIB + big.file_bytes());
+    let small_rate = (20 * MIB + small.file_bytes()) as f64 / 4096.0 / 10.0;
+    assert_eq!(rc.alloc_threshold_pages, (small_rate / 2.0).floor() as u64);
+    // Fixed sizing leaves the configuration alone.
+    let mut f = Scheduler::new(cfg("appflow-amr"), curve(), &[], &[]);
+    f.set_profiles(vec![big, small]);
+    assert_eq!(f.reclaim_config(total), f.config().reclaim);
+}
+
+#[test]
+fn a_measured_launch_rate_replaces_the_profile_estimate() {
+    let mut c = cfg("appflow-amr");
+    c.auto_alloc_threshold = true;
+    let mut s = Scheduler::new(c, curve(), &[], &[]);
+    let mut p = profile("a", 10, 1, 100);
+    p.anon_launch_bytes = 100 * MIB;
+    p.last_launch_ms = 1000;
+    s.set_profiles(vec![p]);
+    let mut r = Recorder::default();
+    s.tick(&sample(0, 0, 800), 0, &[], &mut r);
+    s.notify(EventKind::Launch, "a", id(42), 0, &mut r).unwrap();
+    // Four ticks of 6,000 pages each.
+    for t in 1..=4 {
+        s.tick(&sample(t * 100, t * 6000, 800), 0, &[], &mut r);
+    }
+    s.notify(EventKind::Launched, "a", id(42), 450, &mut r)
+        .unwrap();
+    assert_eq!(s.reclaim_config(1024 * MIB).alloc_threshold_pages, 3000);
 }

@@ -196,6 +196,19 @@ struct ProcEntry {
     /// A pidfd of this instance, held while it is an app's process: when it
     /// polls readable the instance is gone and its pid may be another's.
     pidfd: Option<std::os::fd::OwnedFd>,
+    /// CPU time (user + system, clock ticks) at the latest activity sample.
+    cpu_ticks: Option<u64>,
+    /// When the CPU time was last seen to grow (or the process first seen), ms.
+    active_ms: u64,
+}
+
+impl ProcEntry {
+    /// How long the process has used no CPU, as far as the activity samples
+    /// tell (None before its CPU time was read).
+    fn idle_ms(&self, now_ms: u64) -> Option<u64> {
+        self.cpu_ticks
+            .map(|_| now_ms.saturating_sub(self.active_ms))
+    }
 }
 
 /// Scans the domain's processes and recognises apps.
@@ -207,6 +220,8 @@ struct Scanner {
     /// `[killer] protected_cgroups`, relative to the controller's mount.
     protected_cgroups: Vec<String>,
     cache: BTreeMap<u32, ProcEntry>,
+    /// When every process's CPU time was last read, ms.
+    activity_at_ms: Option<u64>,
 }
 
 impl Scanner {
@@ -285,6 +300,33 @@ impl Scanner {
         }
     }
 
+    /// Reads every process's CPU time, at most once per
+    /// [`ACTIVITY_SAMPLE_MS`]: a process whose CPU time grew was active
+    /// now; one whose did not keeps the time it was last active (its
+    /// `idle_ms`, background by activity past the core's
+    /// `IDLE_BACKGROUND_MS`).
+    fn sample_activity(&mut self, now_ms: u64) {
+        if self
+            .activity_at_ms
+            .is_some_and(|t| now_ms.saturating_sub(t) < ACTIVITY_SAMPLE_MS)
+        {
+            return;
+        }
+        self.activity_at_ms = Some(now_ms);
+        for (&pid, e) in self.cache.iter_mut() {
+            let Ok(st) = readers::read_stat(&self.proc_root, pid) else {
+                continue;
+            };
+            if st.start_time != e.start_time {
+                continue;
+            }
+            if e.cpu_ticks.is_some_and(|c| st.cpu_ticks > c) {
+                e.active_ms = now_ms;
+            }
+            e.cpu_ticks = Some(st.cpu_ticks);
+        }
+    }
+
     /// Re-scans `pids`; returns the processes with their apps.
     ///
     /// A light scan (`full = false`) reads only pids it does not hold: new
@@ -295,7 +337,7 @@ impl Scanner {
     /// full scan; it stays no app's meanwhile, never a candidate. A full
     /// scan re-reads every start time and the oom_score_adj of app
     /// processes (before a kill decision and while rebalancing).
-    fn scan(&mut self, pids: &[u32], sched: &Scheduler, full: bool) -> Vec<ProcInfo> {
+    fn scan(&mut self, pids: &[u32], sched: &Scheduler, full: bool, now_ms: u64) -> Vec<ProcInfo> {
         let live: BTreeSet<u32> = pids.iter().copied().collect();
         self.cache.retain(|p, _| live.contains(p));
         self.forget_gone_app_processes();
@@ -325,10 +367,13 @@ impl Scanner {
                         app: None,
                         pidfd: None,
                         protected,
+                        cpu_ticks: None,
+                        active_ms: now_ms,
                     },
                 );
             }
         }
+        self.sample_activity(now_ms);
         // Announced processes and their descendants (through the parent
         // chain), matched by instance (pid and start time), never by number.
         let app_of = |pid: u32| -> Option<String> {
@@ -401,6 +446,7 @@ impl Scanner {
                 },
                 footprint_bytes: None,
                 protected: e.protected,
+                idle_ms: e.idle_ms(now_ms),
             });
         }
         out
@@ -461,6 +507,11 @@ impl From<Incoming> for LoopMsg {
 /// makes no event. Ten times the default `scan_interval_ms`; a kill decision
 /// and rebalancing list the domain at once regardless.
 const LIST_SAFETY_NET_MS: u64 = 10_000;
+
+/// The processes' CPU time is read at most this often, ms (the daemon's
+/// default `scan_interval_ms`): idleness is judged over 10 s, so a second's
+/// resolution is plenty.
+const ACTIVITY_SAMPLE_MS: u64 = 1000;
 
 /// Marks an oom_score_adj not read yet.
 const UNREAD_ADJ: i32 = i32::MIN;
@@ -710,6 +761,7 @@ impl Runtime {
                 &proc_root,
             ),
             cache: BTreeMap::new(),
+            activity_at_ms: None,
         };
         let store = ProfileStore::open(&cfg.daemon.state_dir);
         let start = Instant::now();
@@ -803,7 +855,8 @@ impl Runtime {
             Domain::System => readers::list_pids(&self.cfg.daemon.proc_root).unwrap_or_default(),
             Domain::Cgroup(cg) => cgroup_tree_pids(&cg.path),
         };
-        self.procs = self.scanner.scan(&pids, &self.sched, full);
+        let now_ms = self.now_ms();
+        self.procs = self.scanner.scan(&pids, &self.sched, full, now_ms);
         if let Some(d) = &self.detection {
             // Processes the detector attributed (children of a detected
             // launch that run another program), by identity.
@@ -1076,6 +1129,8 @@ impl Runtime {
     pub fn status(&self) -> Value {
         let ws = self.worker.stats();
         let s = self.sched.last_sample.unwrap_or_default();
+        let sizing = self.sched.sizing_for(s.total_bytes);
+        let rcfg = self.sched.reclaim_config_with(&sizing);
         let m = &self.metrics;
         let st = &self.sched.stats;
         let ms = |h: &metrics::Histogram, q: f64| (h.quantile(q) * 1e6).round() / 1e3;
@@ -1131,7 +1186,19 @@ impl Runtime {
                 "available_bytes": s.avail_bytes,
                 "anon_bytes": s.anon_bytes,
                 "file_bytes": s.file_bytes,
-                "low_memory_bytes": self.cfg.reclaim.core.low_memory_threshold(s.total_bytes),
+                "low_memory_bytes": rcfg.low_memory_threshold(s.total_bytes),
+                "alloc_threshold_pages": rcfg.alloc_threshold_pages,
+                "sizing": {
+                    "low_memory": if self.cfg.reclaim.auto_low_memory { "auto" } else { "configured" },
+                    "alloc_threshold": if self.cfg.reclaim.auto_alloc_threshold { "auto" } else { "configured" },
+                    "derived": &sizing,
+                    "checks": appflow_core::sizing::checks(
+                        &self.sched.launch_needs(),
+                        rcfg.low_memory_threshold(s.total_bytes),
+                        rcfg.alloc_threshold_pages,
+                        s.total_bytes,
+                    ),
+                },
                 "alloc_pages_per_tick": self.sched.last_alloc_pages,
                 "psi_some_avg10": s.psi_some_avg10,
             },
