@@ -700,19 +700,7 @@ pub fn underived_message(o: &BenchOptions, measured: &Measured, file: &Path) -> 
             }
         }
     }
-    let order = |sc: &Scenario| {
-        [
-            Scenario::Idle,
-            Scenario::Low,
-            Scenario::Medium,
-            Scenario::High,
-            Scenario::Multitask,
-            Scenario::Trace,
-        ]
-        .iter()
-        .position(|x| x == sc)
-    };
-    scenarios.sort_by_key(order);
+    scenarios.sort_by_key(|sc| Scenario::ALL.iter().position(|x| x == sc));
     let added = scenarios.len() > o.scenarios.len() || policies.len() > o.policies.len();
     if added {
         t.push_str(&format!(

@@ -53,6 +53,19 @@ fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `appflow sim` replaying the trace `p` under `policies`.
+fn sim_trace<'a>(p: &'a Path, policies: &'a str) -> [&'a str; 7] {
+    [
+        "sim",
+        "--workload",
+        "trace",
+        "--trace",
+        path_str(p),
+        "--policy",
+        policies,
+    ]
+}
+
 /// Defect 1: a trace whose last timestamp is u64::MAX ran until killed
 /// (the replay's µs clock overflowed); one ending at 2^62 ms "finished"
 /// on a wrapped clock. Both are refused now, in constant time.
@@ -71,15 +84,7 @@ fn trace_spans_beyond_the_clock_are_refused_at_once() {
         )
         .unwrap();
         assert_refused(
-            &[
-                "sim",
-                "--workload",
-                "trace",
-                "--trace",
-                path_str(&p),
-                "--policy",
-                "android",
-            ],
+            &sim_trace(&p, "android"),
             Duration::from_secs(20),
             "simulator's clock",
         );
@@ -113,18 +118,7 @@ fn a_long_idle_gap_replays_in_constant_time() {
         format!("u1,0,TikTok,open\nu1,60000,TikTok,close\nu1,{gap_ms},YouTube,open\n"),
     )
     .unwrap();
-    let (code, took, err) = run_bounded(
-        &[
-            "sim",
-            "--workload",
-            "trace",
-            "--trace",
-            path_str(&p),
-            "--policy",
-            "android,appflow",
-        ],
-        Duration::from_secs(20),
-    );
+    let (code, took, err) = run_bounded(&sim_trace(&p, "android,appflow"), Duration::from_secs(20));
     assert_eq!(code, Some(0), "{err}");
     assert!(took < Duration::from_secs(10), "took {took:?}");
 }
