@@ -201,8 +201,10 @@ class RenderTest(unittest.TestCase):
         doc = dict(RESULT, dirty=True, dirty_paths=["README.md", "results/sim/x.json"])
         self.assertEqual(rr.measured(doc), "2026-11-26, 0123456")
         doc["dirty_paths"].append("crates/sim/src/engine.rs")
-        self.assertEqual(rr.measured(doc), "2026-11-26, 0123456 (uncommitted changes)")
-        self.assertIn("uncommitted", rr.measured(dict(RESULT, dirty=True)))
+        self.assertEqual(rr.measured(doc), "2026-11-26, 0123456 (uncommitted: engine.rs)")
+        doc["dirty_paths"] += ["a/b.rs", "c.toml"]
+        self.assertEqual(rr.measured(doc), "2026-11-26, 0123456 (uncommitted: engine.rs, b.rs and 1 more)")
+        self.assertIn("(uncommitted changes)", rr.measured(dict(RESULT, dirty=True)))
 
     def test_commands_read_as_a_user_types_them(self):
         self.assertEqual(
