@@ -150,6 +150,17 @@ class RenderTest(unittest.TestCase):
         self.repo.write("README.md", "<!-- results:x\n| a | sim/high | {output} |\n")
         self.assertEqual(self.repo.run("--check")[0], 2)
 
+    def test_a_row_may_read_a_second_file(self):
+        other = dict(RESULT, output={"results": [{"policy": "appflow", "summary": {"kills": 3}}]})
+        self.repo.result("sim/other", other)
+        self.repo.write("README.md", TABLE.replace(
+            ".kills:.0f} |", ".kills:.0f} |").replace(
+            "ms) |\n-->", "ms), other {@sim/other:output.results[policy=appflow].summary.kills} |\n-->"))
+        self.assertEqual(self.repo.run()[0], 0, self.repo.run()[1])
+        self.assertIn("ms), other 3 |", self.repo.read("README.md"))
+        self.repo.write("README.md", TABLE.replace("ms) |\n-->", "ms) {@sim/none:output} |\n-->"))
+        self.assertEqual(self.repo.run("--check")[0], 2)
+
     def test_markers_in_code_blocks_are_examples(self):
         example = "```markdown\n<!-- results:x\n| a | sim/nope | {output} |\n-->\n<!-- /results -->\n```\n"
         self.repo.write("docs/how.md", example + TABLE)
