@@ -309,6 +309,16 @@ impl Readiness {
         self.started_ms
     }
 
+    /// The launch's end by its bound alone: `Some(deadline)` once `now_ms`
+    /// is past the timeout (a launch whose readiness is told, not inferred).
+    pub fn timed_out(&mut self, now_ms: u64) -> Option<u64> {
+        let deadline = self.started_ms.saturating_add(self.cfg.timeout_ms);
+        (now_ms >= deadline).then(|| {
+            self.done = Some(Verdict::TimedOut { at_ms: deadline });
+            deadline
+        })
+    }
+
     /// Feeds the app's demand since the previous sample (`pages` = bytes
     /// read / 4096 + faults) observed at `now_ms`. Once a verdict other
     /// than `Launching` is returned, it is returned again on every call.
@@ -413,6 +423,10 @@ struct Tracked {
 struct AppTrack {
     live: BTreeSet<u32>,
     launch: Option<Readiness>,
+    /// A launcher announced the launch in progress (or took over one
+    /// detected at its exec): only its `launched`, the app's exit or the
+    /// timeout end it, never inference.
+    announced: bool,
     launches_detected: u64,
     last_launch_ms: Option<u64>,
 }
@@ -560,6 +574,7 @@ impl Detector {
     ) {
         let a = &mut self.apps[i];
         a.launch = Some(Readiness::new(self.readiness[i], at_ms));
+        a.announced = origin == Origin::Notified;
         a.launches_detected += 1;
         out.push(Detected::Launch {
             app: self.matchers.name(i).to_string(),
@@ -691,9 +706,17 @@ impl Detector {
     pub fn tick(&mut self, demand: &BTreeMap<String, u64>, now_ms: u64) -> Vec<Detected> {
         let mut out = Vec::new();
         for i in 0..self.apps.len() {
+            let announced = self.apps[i].announced;
             let Some(r) = self.apps[i].launch.as_mut() else {
                 continue;
             };
+            if announced {
+                // The launcher says when it is ready; only the bound applies.
+                if let Some(at_ms) = r.timed_out(now_ms) {
+                    self.end_launch(i, LaunchEnd::TimedOut, at_ms, &mut out);
+                }
+                continue;
+            }
             let pages = demand.get(self.matchers.name(i)).copied().unwrap_or(0);
             match r.step(now_ms, pages) {
                 Verdict::Launching => {}
@@ -736,6 +759,10 @@ impl Detector {
                         Origin::Notified,
                         &mut out,
                     );
+                } else {
+                    // Detected at its exec first: the launcher's events
+                    // now decide its end.
+                    self.apps[i].announced = true;
                 }
                 self.launcher_integrated = true;
                 self.set_foreground(Some(i), Origin::Notified, &mut out);
@@ -1085,6 +1112,48 @@ mod tests {
         let n = d.counters("ml").unwrap().launches_detected;
         d.notify("ml", Notice::Launch, None, 1600).unwrap();
         assert_eq!(d.counters("ml").unwrap().launches_detected, n);
+    }
+
+    #[test]
+    fn an_announced_launch_is_never_ended_by_inference() {
+        // The deployed daemon: "office launched after 3339 ms" by inferred
+        // readiness, then the launcher's own `launched` found no launch.
+        let mut d = det();
+        d.notify("maps", Notice::Launch, Some((100, 5)), 1000)
+            .unwrap();
+        // Quiet for far longer than the quiet window: still launching.
+        let quiet = BTreeMap::new();
+        for t in 1..20 {
+            assert!(d.tick(&quiet, 1000 + t * 100).is_empty());
+        }
+        assert_eq!(d.launching(), vec!["maps"]);
+        let ev = d.notify("maps", Notice::Launched, None, 4339).unwrap();
+        assert!(matches!(
+            ev[..],
+            [Detected::LaunchEnded {
+                how: LaunchEnd::Notified,
+                latency_ms: 3339,
+                ..
+            }]
+        ));
+        // Detected at its exec, then announced: the launcher takes it over.
+        d.on_exit(100, 9_000);
+        let ev = d.on_exec(200, 6, 1, &exe("/usr/bin/maps"), 10_000);
+        assert!(matches!(ev[..], [Detected::Launch { .. }, ..]), "{ev:?}");
+        d.notify("maps", Notice::Launch, Some((200, 6)), 10_001)
+            .unwrap();
+        for t in 1..20 {
+            assert!(d.tick(&quiet, 10_000 + t * 100).is_empty());
+        }
+        // The bound still ends it.
+        let ev = d.tick(&quiet, 10_000 + cfg().timeout_ms);
+        assert!(matches!(
+            ev[..],
+            [Detected::LaunchEnded {
+                how: LaunchEnd::TimedOut,
+                ..
+            }]
+        ));
     }
 
     #[test]

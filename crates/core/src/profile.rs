@@ -372,9 +372,18 @@ impl LaunchProfile {
             let drop = self.launch_times_unix_ms.len() - HISTORY_TIMESTAMPS;
             self.launch_times_unix_ms.drain(..drop);
         }
-        self.anon_launch_bytes = obs.anon_launch_bytes;
-        self.relaunch_footprint_bytes = obs.footprint_after_launch_bytes;
-        self.last_launch_ms = obs.launch_ms;
+        // A launch that showed no memory (every process gone before the
+        // first sample) or no time keeps what earlier launches showed: a
+        // baseline is never 0 once one was seen.
+        if obs.anon_launch_bytes > 0 {
+            self.anon_launch_bytes = obs.anon_launch_bytes;
+        }
+        if obs.footprint_after_launch_bytes > 0 {
+            self.relaunch_footprint_bytes = obs.footprint_after_launch_bytes;
+        }
+        if obs.launch_ms > 0 {
+            self.last_launch_ms = obs.launch_ms;
+        }
     }
 
     /// Latest launch time, Unix ms.
@@ -547,6 +556,28 @@ mod tests {
         assert_eq!(p.active_files()[0].ranges, all);
         assert_eq!(p.launches, 3);
         assert_eq!(p.launch_times_unix_ms, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn a_launch_that_showed_no_memory_keeps_the_baseline() {
+        // The deployed daemon learned three apps' baselines as 0 B: a batch
+        // app's last sample came after its processes had exited.
+        let mut p = LaunchProfile::new("app");
+        p.merge_launch(&obs(&[("/a", 10, &[(0, 10)])], 1));
+        let mut empty = obs(&[("/a", 10, &[(0, 10)])], 2);
+        empty.anon_launch_bytes = 0;
+        empty.footprint_after_launch_bytes = 0;
+        empty.launch_ms = 0;
+        p.merge_launch(&empty);
+        assert_eq!(
+            (
+                p.anon_launch_bytes,
+                p.relaunch_footprint_bytes,
+                p.last_launch_ms
+            ),
+            (100, 200, 900)
+        );
+        assert_eq!(p.launches, 2);
     }
 
     #[test]

@@ -240,7 +240,9 @@ impl Samples {
             self.pids.remove(&pid);
             self.exited.insert(pid);
         }
-        if any {
+        // A tree whose processes have all exited reads as zombies (no
+        // memory lines): that is no footprint, so the last live one stays.
+        if any && foot > 0 {
             self.count += 1;
             self.peak_anon_kb = self.peak_anon_kb.max(anon);
             self.last_footprint_kb = foot;
@@ -497,10 +499,19 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
 /// The observation of a finished window: ranges each file of the tree
 /// brought into the page cache (residency after the window against the
 /// residency before the tree's first open), files reached only through
-/// mappings, and the memory samples. `credit`: the app's profile, whose
-/// ranges of a file the tree opened count as seen when they are resident
-/// at the end (the daemon preloaded them, so they were not brought in by
-/// the app, but the app opened the file again; see [`LaunchWatch`]).
+/// mappings, and the memory samples.
+///
+/// `credit` (a learned launch, see [`LaunchWatch`]): the app's profile
+/// before this launch. A learned launch does not start cold: the daemon
+/// preloaded the profile, or the pages were cached by an earlier run, so
+/// what it *brings in* is only part of what it reads. For every file the
+/// tree opened, the profile's ranges of that file count as seen (the app
+/// still opens it; under memory pressure some of them may even have been
+/// reclaimed again by the end of the window), and for a file the profile
+/// does not know yet, its pages resident at the end count too. So a
+/// learned profile never shrinks below what the app still opens, and a
+/// file leaves it only by the majority rule, after launches that no longer
+/// open it (docs/daemon.md, "What a recording holds").
 fn observe(
     seen: fanotify::WatchResult,
     samples: Samples,
@@ -549,10 +560,12 @@ fn observe(
         }
         let after = residency::residency(fd, f.size_at_open).unwrap_or_default();
         let mut ranges = residency::newly_resident_ranges(&f.before, &after, page, f.size_at_open);
-        if let Some(known) = credited.get(f.path.as_str()) {
-            let resident = residency::resident_ranges(&after, page, f.size_at_open);
+        if credit.is_some() {
             let mut all = ranges;
-            all.extend(residency::intersect(&resident, known));
+            match credited.get(f.path.as_str()) {
+                Some(known) => all.extend(known.iter().copied()),
+                None => all.extend(residency::resident_ranges(&after, page, f.size_at_open)),
+            }
             ranges = coalesce(all);
         }
         if ranges.is_empty() {
@@ -719,6 +732,9 @@ impl LaunchWatch {
             processes: pids.len(),
             ..Default::default()
         };
+        // A launch learned with no profile yet is still a learned launch:
+        // its files may all be cached already.
+        let empty = LaunchProfile::new("");
         observe(
             seen,
             self.samples,
@@ -726,7 +742,7 @@ impl LaunchWatch {
             launch_ms,
             self.at_unix_ms,
             summary,
-            profile,
+            Some(profile.unwrap_or(&empty)),
         )
     }
 

@@ -169,6 +169,12 @@ impl Bed {
             residency(&app.join("asset.bin")) < 0.01,
             "asset not evicted"
         );
+        self.launch_as_is(n)
+    }
+
+    /// One launch with the page cache as it is (warm once a launch ran).
+    fn launch_as_is(&self, n: usize) -> (u64, Proc) {
+        let app = self.scratch.0.join("app");
         let out = self.scratch.0.join(format!("launch-{n}.ms"));
         let me = std::env::current_exe().unwrap();
         let child = spawn_in(
@@ -360,6 +366,59 @@ fn detected_launch_is_recorded_and_the_next_one_preloaded() {
         "a notification reached the daemon: {log}"
     );
     drop(p2);
+}
+
+/// Launches whose files are all cached already (an earlier run left them,
+/// or the daemon preloaded them) still teach the profile what the app
+/// reads: a learned profile converges to the app's files instead of
+/// shrinking. Before, a learned launch counted only what it brought into
+/// the page cache, so warm launches recorded nearly nothing and the
+/// majority rule then dropped the files (a deployed ML app's profile fell
+/// from 4,282 files to 106 over 8 launches).
+#[test]
+fn warm_launches_teach_the_profile_what_the_app_reads() {
+    if let Some(r) = skip() {
+        eprintln!("SKIPPED: {r}");
+        return;
+    }
+    let (bed, d) = Bed::new("", "[preload]\nenabled = false\n");
+    // Every file cached before the first launch.
+    for f in app_files(&bed.scratch.0.join("app")) {
+        std::fs::read(&f).unwrap();
+    }
+    for n in 1..=3u64 {
+        let (_, p) = bed.launch_as_is(n as usize);
+        wait_for("the launch recorded", 30, || {
+            Bed::app_status(&d)["profile_launches"].as_u64() >= Some(n)
+        });
+        drop(p);
+        wait_for("the app's exit", 10, || {
+            let a = Bed::app_status(&d);
+            a["pids"].as_array().is_some_and(Vec::is_empty) && a["launching"] == false
+        });
+    }
+    let prof = appflow_core::profile::LaunchProfile::from_json(
+        &std::fs::read_to_string(bed.scratch.0.join("state/profiles/reader.json")).unwrap(),
+    )
+    .unwrap();
+    let app = bed.scratch.0.join("app");
+    let active = prof.active_files();
+    let ours = active
+        .iter()
+        .filter(|f| Path::new(f.path).starts_with(&app))
+        .count();
+    let bytes: u64 = active
+        .iter()
+        .filter(|f| Path::new(f.path).starts_with(&app))
+        .map(|f| f.touched_bytes())
+        .sum();
+    eprintln!("profile after 3 warm launches: {ours} of the app's files, {bytes} bytes");
+    assert!(ours >= (SMALL_FILES + 1) * 9 / 10, "{ours} files");
+    let want = ASSET_BYTES + (SMALL_FILES * SMALL_BYTES) as u64;
+    assert!(bytes >= want * 9 / 10, "{bytes} of {want} bytes");
+    assert!(prof.relaunch_footprint_bytes > 0, "baseline 0");
+    drop(d);
+    drop(bed);
 }
 
 /// Cost of detection and on-the-fly recording on a cold launch: the app's

@@ -9,6 +9,7 @@ use crate::device::{self, DEVICE_NAMES};
 use crate::engine::SimConfig;
 use crate::output;
 use crate::policy::{self, Policy};
+use crate::population;
 use crate::trace;
 use crate::workload::{self, Setup, Workload, WORKLOAD_NAMES};
 use appflow_core::report::RunReport;
@@ -34,7 +35,7 @@ pub enum Format {
 #[derive(clap::Args, Debug, Clone)]
 #[command(
     about = "Deterministic phone simulator: compare memory policies on the AppFlow paper's workloads",
-    after_help = "Examples:\n  appflow sim --device pixel8-6gb --workload high --seed 1\n  appflow sim --workload multitask --device pixel7-6gb --compare-paper\n  appflow sim --generate-trace t.csv --days 100 --apps 60 --seed 1\n  appflow sim --device pixel8-8gb --workload trace --trace t.csv --policy android,appflow\n  appflow sim --device-file crates/bench/sim-device.default.toml --workload high --policy android,paralfetch,appflow"
+    after_help = "Examples:\n  appflow sim --device pixel8-6gb --workload high --seed 1\n  appflow sim --workload multitask --device pixel7-6gb --compare-paper\n  appflow sim --generate-trace t.csv --days 100 --apps 60 --seed 1\n  appflow sim --generate-trace fleet.csv --users 48 --population mixed --days 30 --seed 1\n  appflow sim --device pixel8-8gb --workload trace --trace t.csv --policy android,appflow\n  appflow sim --device-file crates/bench/sim-device.default.toml --workload high --policy android,paralfetch,appflow"
 )]
 pub struct SimArgs {
     /// Device preset (pixel7-6gb, pixel7-8gb, pixel8-6gb, pixel8-8gb, headunit-4gb).
@@ -89,6 +90,15 @@ pub struct SimArgs {
     /// Apps in the generated trace (at least the 23 GB-scale and low-memory apps; at most the catalogue).
     #[arg(long, default_value_t = 60)]
     pub apps: usize,
+    /// Users in the generated trace, drawn from --population (1-100000;
+    /// without --users and --population: the single-user generator).
+    #[arg(long)]
+    pub users: Option<usize>,
+    /// Mix of generated users (docs/sim.md "A user population"): mixed (the
+    /// published mix, default with --users), uniform, one type (light,
+    /// typical, heavy, gb-heavy, work, night, regular), or type=weight,...
+    #[arg(long)]
+    pub population: Option<String>,
     /// Preload budget M_p in MiB (default: the core's 100 MB, the AppFlow paper §4.1).
     #[arg(long)]
     pub preload_budget_mb: Option<u64>,
@@ -100,9 +110,27 @@ pub struct SimArgs {
     /// List devices, policies, workloads and apps, then exit.
     #[arg(long)]
     pub list: bool,
+    /// Also write one row per user × policy to this file (.csv or .json),
+    /// each user replayed alone on a fresh device (docs/python.md); needs
+    /// --workload trace.
+    #[arg(long)]
+    pub per_user: Option<PathBuf>,
     /// Worker threads for running policies (results are assembled in policy order).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+}
+
+impl Default for SimArgs {
+    /// The arguments of a bare `appflow sim`: every flag at its default
+    /// (for library callers such as the Python binding).
+    fn default() -> Self {
+        #[derive(clap::Parser)]
+        struct Bare {
+            #[command(flatten)]
+            a: SimArgs,
+        }
+        <Bare as clap::Parser>::parse_from(["sim"]).a
+    }
 }
 
 /// The catalogue and workload lists of a run: the built-in ones, or those
@@ -141,6 +169,9 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if let Some(path) = &a.generate_trace {
+        if a.users.is_some() || a.population.is_some() {
+            return generate_population(&a, &cat, path);
+        }
         let (text, st) = trace::generate(&cat, a.days, a.apps, a.seed)?;
         output::write_atomic(path, &text)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
@@ -154,7 +185,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let report = simulate_with(&a, &cat, &setup)?;
+    let (report, per_user) = simulate_full(&a, &cat, &setup)?;
     let text = match a.format {
         Format::Table => output::table(&report, a.compare_paper),
         Format::Json => output::json(&report),
@@ -166,11 +197,40 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         output::write_atomic(p, &svg)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?;
     }
+    if let (Some(p), Some(text)) = (&a.per_user, per_user) {
+        output::write_atomic(p, &text)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?;
+    }
     match &a.output {
         Some(p) => output::write_atomic(p, &text)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?,
         None => std::io::stdout().lock().write_all(text.as_bytes())?,
     }
+    Ok(())
+}
+
+/// `--generate-trace` with `--users` / `--population`: a population of users.
+fn generate_population(
+    a: &SimArgs,
+    cat: &[catalog::AppSpec],
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
+    let pop = match &a.population {
+        Some(s) => population::Population::parse(s)?,
+        None => population::Population::mixed(),
+    };
+    let users = a.users.unwrap_or(1);
+    let (events, _, st) = population::generate(cat, users, a.days, a.apps, a.seed, &pop)?;
+    output::write_atomic(path, &population::to_csv(&events))
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    eprintln!(
+        "wrote {}: {users} users, {} days, {} events, {:.1} % of re-opens within 30 min\n{}",
+        path.display(),
+        st.days,
+        events.len(),
+        st.reaccess_30min_share * 100.0,
+        st.table().trim_end()
+    );
     Ok(())
 }
 
@@ -206,6 +266,17 @@ pub fn simulate_with(
     cat: &[catalog::AppSpec],
     setup: &Setup,
 ) -> anyhow::Result<RunReport> {
+    Ok(simulate_full(a, cat, setup)?.0)
+}
+
+/// [`simulate_with`], and with `--per-user` also the per-user rows as the
+/// file's text (CSV, or JSON for a `.json` name), through
+/// [`crate::fleet::run_users`].
+pub fn simulate_full(
+    a: &SimArgs,
+    cat: &[catalog::AppSpec],
+    setup: &Setup,
+) -> anyhow::Result<(RunReport, Option<String>)> {
     let (dev, file_budget) = match &a.device_file {
         Some(p) => {
             let d = devfile::device(&devfile::read(p)?, &p.display().to_string())?;
@@ -251,6 +322,27 @@ pub fn simulate_with(
             .into());
         }
     }
+    let per_user_json = match &a.per_user {
+        None => false,
+        Some(_) if a.workload != "trace" => {
+            return Err(InputError::new(format!(
+                "--per-user needs --workload trace (got --workload {})",
+                a.workload
+            ))
+            .into())
+        }
+        Some(p) => match p.extension().and_then(|e| e.to_str()) {
+            Some("csv") => false,
+            Some("json") => true,
+            _ => {
+                return Err(InputError::new(format!(
+                    "--per-user {}: use a .csv or .json file name",
+                    p.display()
+                ))
+                .into())
+            }
+        },
+    };
     let events = match (&a.trace, a.workload.as_str()) {
         (Some(p), "trace") => Some(trace::TraceReader::open(p, cat)?.into_events()),
         (Some(_), w) => {
@@ -265,6 +357,28 @@ pub fn simulate_with(
     let w = Workload::resolve_with(&a.workload, &models, &a.targets, events, setup)?;
     crate::launch::check_launchable(&dev, &models, &w.installed(&models))?;
     let results = run_all(&dev, &policies, &cfg, &models, &w, a.threads);
+    let per_user = match (&a.per_user, &w) {
+        (Some(_), Workload::Trace { events }) => {
+            let users = crate::fleet::split_users(events.clone());
+            let b = crate::fleet::Batch {
+                device: &dev,
+                policies: &policies,
+                cfg: &cfg,
+                models: &models,
+                launches: false,
+                threads: a.threads,
+            };
+            let rows = crate::fleet::run_users(&b, &users, None)
+                .expect("nothing cancels a CLI batch")
+                .users;
+            Some(if per_user_json {
+                serde_json::to_string_pretty(&rows)? + "\n"
+            } else {
+                crate::fleet::to_csv(&rows).map_err(|e| anyhow::anyhow!("per-user CSV: {e}"))?
+            })
+        }
+        _ => None,
+    };
     let mut extra = BTreeMap::new();
     extra.insert("device_description".into(), json!(dev.description));
     if let Some(p) = &a.device_file {
@@ -305,7 +419,7 @@ pub fn simulate_with(
             .collect();
         report.extra.insert("paper_comparison".into(), json!(rows));
     }
-    Ok(report)
+    Ok((report, per_user))
 }
 
 fn definitions(w: &Workload) -> String {
@@ -342,42 +456,15 @@ fn run_all(
             b.inc(1);
         }
     };
-    let n_threads = if threads == 0 {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    } else {
-        threads
-    }
-    .clamp(1, policies.len().max(1));
-    // Policies are independent; results are stored by index, so the output
-    // does not depend on thread timing.
-    let mut slots: Vec<Option<appflow_core::report::PolicyResult>> = vec![None; policies.len()];
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let done = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..n_threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                if i >= policies.len() {
-                    break;
-                }
-                let o = workload::run_policy(dev, policies[i], cfg, models, w, &tick);
-                let r = workload::policy_result(&policies[i], w, models, &o);
-                done.lock()
-                    .expect("no panics while holding the lock")
-                    .push((i, r));
-            });
-        }
-    });
-    for (i, r) in done.into_inner().expect("threads joined") {
-        slots[i] = Some(r);
-    }
+    // Policies are independent; results come back in policy order, so the
+    // output does not depend on thread timing.
+    let results = crate::fleet::par_map(policies.len(), threads, None, &|i| {
+        let o = workload::run_policy(dev, policies[i], cfg, models, w, &tick);
+        workload::policy_result(&policies[i], w, models, &o)
+    })
+    .expect("nothing cancels the CLI's run");
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    slots
-        .into_iter()
-        .map(|r| r.expect("every policy ran"))
-        .collect()
+    results
 }

@@ -219,7 +219,7 @@ impl Iterator for TraceReader {
 /// App usage categories for the daily rhythm (the AppFlow paper §2.2.3: productivity
 /// in the morning, media in the evening).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Category {
+pub(crate) enum Category {
     Productivity,
     Social,
     Media,
@@ -227,7 +227,7 @@ enum Category {
     Utility,
 }
 
-fn category(name: &str) -> Category {
+pub(crate) fn category(name: &str) -> Category {
     use Category::*;
     match name {
         "Qwen2.5" | "Gemma" | "Photoshop" | "ChatGPT" | "Zoom" | "Gmail" | "Docs" | "Sheets"
@@ -245,7 +245,7 @@ fn category(name: &str) -> Category {
 }
 
 /// Weight of a category at an hour of the day (weekend shifts to media).
-fn hour_weight(c: Category, hour: u64, weekend: bool) -> f64 {
+pub(crate) fn hour_weight(c: Category, hour: u64, weekend: bool) -> f64 {
     use Category::*;
     let morning = (7..12).contains(&hour);
     let midday = (12..18).contains(&hour);

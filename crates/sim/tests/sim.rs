@@ -39,9 +39,12 @@ fn args(device: &str, workload: &str, policy: &str) -> SimArgs {
         generate_trace: None,
         days: 100,
         apps: 60,
+        users: None,
+        population: None,
         preload_budget_mb: None,
         kswapd_batch_kib: None,
         list: false,
+        per_user: None,
         threads: 0,
     }
 }
@@ -585,4 +588,111 @@ fn trace_workload_refuses_spans_beyond_the_clock() {
     let e = resolve(vec![ev("a", 5), ev("a", 4)]).unwrap_err();
     assert!(e.to_string().contains("back in time"), "{e}");
     resolve(vec![ev("a", 0), ev("a", workload::MAX_REPLAY_US / 1000)]).unwrap();
+}
+
+/// `--generate-trace` with `--users` / `--population` writes a trace the
+/// replay reads back, one user id per generated user; without the two
+/// flags it writes the single-user generator's text, byte for byte; a bad
+/// population writes nothing.
+#[test]
+fn the_population_generator_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let cat = catalogue();
+    let single = dir.path().join("single.csv");
+    let mut a = args("pixel8-6gb", "trace", "android");
+    a.days = 3;
+    a.generate_trace = Some(single.clone());
+    appflow_sim::cli::run(a.clone()).unwrap();
+    let (expected, _) = trace::generate(&cat, 3, 60, 1).unwrap();
+    assert_eq!(std::fs::read_to_string(&single).unwrap(), expected);
+    let fleet = dir.path().join("fleet.csv");
+    a.generate_trace = Some(fleet.clone());
+    a.users = Some(12);
+    a.population = Some("light=1,gb-heavy=1,night=1".into());
+    appflow_sim::cli::run(a.clone()).unwrap();
+    let r = TraceReader::open(&fleet, &cat).unwrap();
+    let users = r.users();
+    assert_eq!(users.len(), 12);
+    assert!(users
+        .iter()
+        .all(|u| u.ends_with("-light") || u.ends_with("-gb-heavy") || u.ends_with("-night")));
+    let bad = dir.path().join("bad.csv");
+    a.generate_trace = Some(bad.clone());
+    a.population = Some("light=1,crowd=2".into());
+    let e = input_error(appflow_sim::cli::run(a.clone()).unwrap_err());
+    assert!(e.contains("crowd") && e.contains("gb-heavy"), "{e}");
+    a.population = None;
+    a.users = Some(0);
+    input_error(appflow_sim::cli::run(a).unwrap_err());
+    assert!(!bad.exists());
+}
+
+/// `--per-user FILE`: one row per user × policy through `fleet::run_users`;
+/// for a one-user trace the row is the summary's own numbers. Bad uses
+/// are refused before anything is written.
+#[test]
+fn per_user_rows_agree_with_the_summary_on_one_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = dir.path().join("alice.csv");
+    let text = std::fs::read_to_string(data("small.csv")).unwrap();
+    let alice: String = text
+        .lines()
+        .filter(|l| !l.starts_with("bob"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&one, alice).unwrap();
+    let per_user = dir.path().join("rows.json");
+    let mut a = args("pixel8-6gb", "trace", "android,appflow");
+    a.trace = Some(one);
+    a.per_user = Some(per_user.clone());
+    a.output = Some(dir.path().join("out.json"));
+    appflow_sim::cli::run(a.clone()).unwrap();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out.json")).unwrap())
+            .unwrap();
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&per_user).unwrap()).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for (row, res) in rows.iter().zip(report["results"].as_array().unwrap()) {
+        assert_eq!(row["user"], "alice");
+        assert_eq!(row["policy"], res["policy"]);
+        let s = &res["summary"];
+        assert_eq!(row["launches"], s["launches"]);
+        assert_eq!(row["cold_mean_ms"], s["cold_launch_ms"]["mean"]);
+        assert_eq!(row["cold_relaunches"], s["cold_relaunches"]);
+        assert_eq!(row["kills"], s["kills"]);
+        assert_eq!(row["under_1s_share"], s["under_1s_share"]);
+        assert_eq!(
+            row["gb_scale_cold_relaunches"],
+            res["extra"]["gb_scale_cold_relaunches"]
+        );
+    }
+    // CSV of the two-user trace: a header and 2 users × 2 policies.
+    let csv = dir.path().join("rows.csv");
+    a.trace = Some(data("small.csv"));
+    a.per_user = Some(csv.clone());
+    appflow_sim::cli::run(a.clone()).unwrap();
+    assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 5);
+    // Refused: not a trace workload; not .csv/.json.
+    let bad = dir.path().join("bad.csv");
+    let mut b = args("pixel8-6gb", "high", "android");
+    b.per_user = Some(bad.clone());
+    let e = input_error(appflow_sim::cli::run(b).unwrap_err());
+    assert!(e.contains("--per-user needs --workload trace"), "{e}");
+    a.per_user = Some(dir.path().join("rows.txt"));
+    let e = input_error(appflow_sim::cli::run(a).unwrap_err());
+    assert!(e.contains(".csv or .json"), "{e}");
+    assert!(!bad.exists() && !dir.path().join("rows.txt").exists());
+}
+
+/// `SimArgs::default()` is a bare `appflow sim`.
+#[test]
+fn default_args_are_the_cli_defaults() {
+    let d = SimArgs::default();
+    assert_eq!(
+        (d.device.as_str(), d.workload.as_str(), d.seed),
+        ("pixel8-6gb", "high", 1)
+    );
+    assert_eq!((d.days, d.apps, d.users, d.per_user), (100, 60, None, None));
 }

@@ -113,11 +113,14 @@ impl LaunchReadahead {
                 n += 1;
             }
         }
-        tracing::info!(
-            devices = n,
-            kib = kib.as_str(),
-            "launch readahead raised (devices already reading ahead as much are left alone)"
-        );
+        if n > 0 {
+            tracing::info!(devices = n, kib = kib.as_str(), "launch readahead raised");
+        } else {
+            tracing::debug!(
+                kib = kib.as_str(),
+                "launch readahead left alone: every device reads ahead as much already"
+            );
+        }
         if n > 0 && !self.dry_run {
             let wanted: BTreeSet<PathBuf> = paths.iter().map(PathBuf::from).collect();
             for &id in procs {

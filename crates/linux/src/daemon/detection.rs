@@ -809,14 +809,22 @@ impl Detection {
     fn start_late_watches(&mut self) {
         let wanted = std::mem::take(&mut self.want_watch);
         for (app, pid) in wanted {
-            if self.recording.is_some()
-                || pid == 0
+            let busy = self.recording.is_some()
                 || self
                     .watching
                     .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-                    .is_err()
-            {
+                    .is_err();
+            if busy || pid == 0 {
+                if !busy {
+                    self.watching.store(false, Ordering::SeqCst);
+                }
                 self.stats.not_recorded += 1;
+                let why = if pid == 0 {
+                    "the launch was announced without --pid and its exec was not seen"
+                } else {
+                    "another launch is being recorded (one at a time)"
+                };
+                tracing::info!(app, reason = why, "launch not recorded");
                 continue;
             }
             match LaunchWatch::start(&self.reader.proc_root, pid, Instant::now()) {
