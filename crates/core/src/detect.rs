@@ -175,11 +175,16 @@ impl Matchers {
 }
 
 /// When a launch counts as ready. Rates are pages (4 KiB) of demand: bytes
-/// read from storage / 4096 + page faults (major + minor), per second.
+/// read from storage / 4096 + page faults (major + minor), per second; and
+/// CPU time of the app's processes, per mille of one core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadinessConfig {
     /// A sample whose rate is at or below this is quiet, pages/s.
     pub quiet_floor_pages_per_s: u64,
+    /// ... and whose CPU use is at or below this, per mille of one core
+    /// (when the caller measures CPU): an app still computing its first
+    /// frame or result is not ready, however little it reads.
+    pub quiet_cpu_permille: u32,
     /// The launch is ready after quiet samples spanning this long, ms.
     pub quiet_ms: u64,
     /// A launch not ready after this long is ended as timed out, ms.
@@ -194,6 +199,31 @@ pub struct ReadinessConfig {
 pub const DEFAULT_QUIET_MS: u64 = 1000;
 /// The default timeout: the daemon's `launch_timeout_ms` default (30 s).
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+/// The default CPU bar of a quiet sample: a tenth of one core. An
+/// interactive app that is ready waits for its user, and its timers and
+/// housekeeping stay far below this; a launch still parsing, compiling or
+/// drawing uses a whole core (docs/daemon.md, "Readiness inference").
+pub const DEFAULT_QUIET_CPU_PERMILLE: u32 = 100;
+
+/// What one app demanded between two samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Demand {
+    /// Bytes read / 4096 + page faults ([`demand_pages`]).
+    pub pages: u64,
+    /// CPU time of its processes, ms (None: not measured; pages alone
+    /// decide).
+    pub cpu_ms: Option<u64>,
+}
+
+impl Demand {
+    /// Demand of pages alone (CPU not measured).
+    pub fn pages(pages: u64) -> Self {
+        Self {
+            pages,
+            cpu_ms: None,
+        }
+    }
+}
 
 impl ReadinessConfig {
     /// The defaults for a device whose storage reads 4 KiB blocks at
@@ -208,6 +238,7 @@ impl ReadinessConfig {
         let small = curve.throughput(4 * KIB).max(0.0);
         Self {
             quiet_floor_pages_per_s: (small / 2.0 / PAGE_BYTES as f64) as u64,
+            quiet_cpu_permille: DEFAULT_QUIET_CPU_PERMILLE,
             quiet_ms: DEFAULT_QUIET_MS,
             timeout_ms: DEFAULT_TIMEOUT_MS,
         }
@@ -225,6 +256,16 @@ impl ReadinessConfig {
         }
         Ok(())
     }
+}
+
+/// How long a launch of an app may take before it is ended as timed out:
+/// the configured bound, or twice the app's recorded launch when that is
+/// longer (a GB-scale model or a JVM job takes 25-60 s on a loaded
+/// machine: the daemon's 30 s default ended every such launch by timeout
+/// before its readiness). Twice its own recorded time is no launch any
+/// more: it stalls, and its protection must not be held on.
+pub fn launch_timeout_ms(base_ms: u64, profile: Option<&LaunchProfile>) -> u64 {
+    base_ms.max(profile.map_or(0, |p| p.last_launch_ms.saturating_mul(2)))
 }
 
 /// The quiet window for an app: the configured one, lengthened to the
@@ -260,7 +301,8 @@ pub enum LaunchEnd {
     Notified,
     /// No readiness within the timeout.
     TimedOut,
-    /// Every process of the app exited before readiness.
+    /// Every process of the app exited during the launch: a batch app's
+    /// readiness (its work is done), the daemon's `launched`.
     Exited,
 }
 
@@ -319,19 +361,22 @@ impl Readiness {
         })
     }
 
-    /// Feeds the app's demand since the previous sample (`pages` = bytes
-    /// read / 4096 + faults) observed at `now_ms`. Once a verdict other
-    /// than `Launching` is returned, it is returned again on every call.
-    pub fn step(&mut self, now_ms: u64, pages: u64) -> Verdict {
+    /// Feeds the app's demand since the previous sample observed at
+    /// `now_ms`. Once a verdict other than `Launching` is returned, it is
+    /// returned again on every call.
+    pub fn step(&mut self, now_ms: u64, demand: Demand) -> Verdict {
         if let Some(v) = self.done {
             return v;
         }
         let now_ms = now_ms.max(self.last_ms);
         let elapsed = now_ms - self.last_ms;
         if elapsed > 0 {
-            // pages/s ≤ floor, without overflow or division.
-            let quiet = (pages as u128) * 1000
-                <= (self.cfg.quiet_floor_pages_per_s as u128) * (elapsed as u128);
+            // pages/s ≤ floor and CPU ≤ its bar, without overflow or division.
+            let quiet = (demand.pages as u128) * 1000
+                <= (self.cfg.quiet_floor_pages_per_s as u128) * (elapsed as u128)
+                && demand.cpu_ms.is_none_or(|c| {
+                    (c as u128) * 1000 <= (self.cfg.quiet_cpu_permille as u128) * (elapsed as u128)
+                });
             if !quiet {
                 self.quiet_since_ms = None;
             } else if self.quiet_since_ms.is_none() {
@@ -699,11 +744,11 @@ impl Detector {
             .collect()
     }
 
-    /// One tick: `demand` gives, per app in a launch, its pages of demand
-    /// since the previous tick (bytes read / 4096 + faults; see
-    /// [`demand_pages`]). Apps in a launch without an entry count as
-    /// quiet. Returns the launches that ended.
-    pub fn tick(&mut self, demand: &BTreeMap<String, u64>, now_ms: u64) -> Vec<Detected> {
+    /// One tick: `demand` gives, per app in a launch, its demand since the
+    /// previous tick (pages, see [`demand_pages`]; and CPU). Apps in a
+    /// launch without an entry count as quiet. Returns the launches that
+    /// ended.
+    pub fn tick(&mut self, demand: &BTreeMap<String, Demand>, now_ms: u64) -> Vec<Detected> {
         let mut out = Vec::new();
         for i in 0..self.apps.len() {
             let announced = self.apps[i].announced;
@@ -717,8 +762,11 @@ impl Detector {
                 }
                 continue;
             }
-            let pages = demand.get(self.matchers.name(i)).copied().unwrap_or(0);
-            match r.step(now_ms, pages) {
+            let d = demand
+                .get(self.matchers.name(i))
+                .copied()
+                .unwrap_or_default();
+            match r.step(now_ms, d) {
                 Verdict::Launching => {}
                 Verdict::Ready { at_ms } => {
                     self.end_launch(i, LaunchEnd::Inferred, at_ms, &mut out)
@@ -796,14 +844,35 @@ impl Detector {
 /// Cumulative demand counters of one process, as read from /proc/PID/io
 /// (bytes read: the larger of `rchar`, reads served from storage or the
 /// page cache, and `read_bytes`, bytes brought in from storage) and
-/// /proc/PID/stat (`minflt` + `majflt`). Reads from the page cache count:
-/// a launch whose files were preloaded is still loading while it reads them.
+/// /proc/PID/stat (`minflt` + `majflt`; `utime` + `stime`). Reads from the
+/// page cache count: a launch whose files were preloaded is still loading
+/// while it reads them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DemandCounters {
     /// /proc/PID/io max(`rchar`, `read_bytes`).
     pub read_bytes: u64,
     /// /proc/PID/stat minflt + majflt.
     pub faults: u64,
+    /// /proc/PID/stat utime + stime, ms.
+    pub cpu_ms: u64,
+}
+
+/// An app's CPU time between two samples, ms, per pid as
+/// [`demand_pages`] counts pages.
+pub fn demand_cpu_ms(
+    prev: &BTreeMap<u32, DemandCounters>,
+    cur: &BTreeMap<u32, DemandCounters>,
+) -> u64 {
+    cur.iter()
+        .map(|(pid, c)| {
+            let p = prev.get(pid).map_or(0, |p| p.cpu_ms);
+            if c.cpu_ms >= p {
+                c.cpu_ms - p
+            } else {
+                c.cpu_ms
+            }
+        })
+        .fold(0u64, u64::saturating_add)
 }
 
 /// An app's demand between two samples, pages: per pid present in `cur`,
@@ -863,6 +932,7 @@ mod tests {
     fn cfg() -> ReadinessConfig {
         ReadinessConfig {
             quiet_floor_pages_per_s: 1000,
+            quiet_cpu_permille: DEFAULT_QUIET_CPU_PERMILLE,
             quiet_ms: 500,
             timeout_ms: 10_000,
         }
@@ -1053,8 +1123,8 @@ mod tests {
     fn readiness_inferred_when_demand_falls_and_stays_low() {
         let mut d = det();
         d.on_exec(100, 5, 1, &exe("/usr/bin/maps"), 1000);
-        let busy = BTreeMap::from([("maps".to_string(), 5000u64)]); // 50,000 pages/s
-        let calm = BTreeMap::from([("maps".to_string(), 50u64)]); // 500 pages/s
+        let busy = BTreeMap::from([("maps".to_string(), Demand::pages(5000))]); // 50,000 pages/s
+        let calm = BTreeMap::from([("maps".to_string(), Demand::pages(50))]); // 500 pages/s
         let mut ended = Vec::new();
         for t in 1..=30u64 {
             let now = 1000 + 100 * t;
@@ -1157,10 +1227,45 @@ mod tests {
     }
 
     #[test]
+    fn an_app_still_computing_is_not_ready_however_little_it_reads() {
+        // The deployed daemon found an office app ready 4.6 s after its exec
+        // while it converted its document until 7.2 s: a CPU-bound phase
+        // reads nothing. Quiet now needs the CPU to rest too.
+        let mut r = Readiness::new(cfg(), 0);
+        let computing = Demand {
+            pages: 0,
+            cpu_ms: Some(95),
+        };
+        for t in 1..=30 {
+            assert_eq!(r.step(t * 100, computing), Verdict::Launching);
+        }
+        let idle = Demand {
+            pages: 0,
+            cpu_ms: Some(2),
+        };
+        let mut v = Verdict::Launching;
+        let mut t = 30;
+        while v == Verdict::Launching {
+            t += 1;
+            v = r.step(t * 100, idle);
+        }
+        assert_eq!(v, Verdict::Ready { at_ms: 3000 });
+        // Per pid CPU deltas, as pages: a counter that went down counts from 0.
+        let c = |ms| DemandCounters {
+            cpu_ms: ms,
+            ..Default::default()
+        };
+        let prev = BTreeMap::from([(1, c(100)), (2, c(50))]);
+        let cur = BTreeMap::from([(1, c(160)), (2, c(10)), (3, c(5))]);
+        assert_eq!(demand_cpu_ms(&prev, &cur), 60 + 10 + 5);
+    }
+
+    #[test]
     fn demand_from_counters() {
         let c = |r, f| DemandCounters {
             read_bytes: r,
             faults: f,
+            cpu_ms: 0,
         };
         let prev = BTreeMap::from([(1, c(4096 * 10, 5)), (2, c(0, 100))]);
         let cur = BTreeMap::from([(1, c(4096 * 30, 7)), (3, c(8192, 1))]);
@@ -1202,13 +1307,13 @@ mod tests {
             quiet in 1u64..3000,
             extra in 1u64..20_000,
         ) {
-            let cfg = ReadinessConfig { quiet_floor_pages_per_s: floor, quiet_ms: quiet, timeout_ms: quiet + extra };
+            let cfg = ReadinessConfig { quiet_floor_pages_per_s: floor, quiet_cpu_permille: DEFAULT_QUIET_CPU_PERMILLE, quiet_ms: quiet, timeout_ms: quiet + extra };
             let mut r = Readiness::new(cfg, 1000);
             let mut now = 1000;
             let mut verdict = Verdict::Launching;
             for (dt, pages) in series {
                 now += dt;
-                verdict = r.step(now, pages);
+                verdict = r.step(now, Demand::pages(pages));
                 if let Verdict::Ready { at_ms } = verdict {
                     prop_assert!(at_ms >= 1000 && at_ms + quiet <= now);
                 }
@@ -1217,7 +1322,7 @@ mod tests {
             let mut now2 = now;
             while verdict == Verdict::Launching {
                 now2 += 100;
-                verdict = r.step(now2, u64::MAX / 4);
+                verdict = r.step(now2, Demand::pages(u64::MAX / 4));
                 prop_assert!(now2 <= 1000 + cfg.timeout_ms + 100);
             }
             match verdict {
@@ -1226,7 +1331,7 @@ mod tests {
                 Verdict::Launching => unreachable!(),
             }
             // The verdict is final.
-            prop_assert_eq!(r.step(now2 + 1, 0), verdict);
+            prop_assert_eq!(r.step(now2 + 1, Demand::pages(0)), verdict);
         }
 
         /// A steady rate above the floor never reads as ready, whatever the tick lengths.
@@ -1236,7 +1341,7 @@ mod tests {
             excess in 1u64..100_000,
             ticks in proptest::collection::vec(1u64..1000, 1..300),
         ) {
-            let cfg = ReadinessConfig { quiet_floor_pages_per_s: floor, quiet_ms: 200, timeout_ms: 60_000 };
+            let cfg = ReadinessConfig { quiet_floor_pages_per_s: floor, quiet_cpu_permille: DEFAULT_QUIET_CPU_PERMILLE, quiet_ms: 200, timeout_ms: 60_000 };
             let mut r = Readiness::new(cfg, 0);
             let rate = floor + excess; // pages/s
             let mut now = 0u64;
@@ -1244,7 +1349,7 @@ mod tests {
                 now += dt;
                 // The rate over dt, rounded up: above the floor.
                 let pages = (rate * dt).div_ceil(1000);
-                let v = r.step(now, pages);
+                let v = r.step(now, Demand::pages(pages));
                 prop_assert!(!matches!(v, Verdict::Ready { .. }), "ready at {} with rate {}", now, rate);
             }
         }
@@ -1258,7 +1363,7 @@ mod tests {
             let mut now = 0;
             for p in demands.iter().copied().chain((0..200).map(|_| 10_000u64)) {
                 now += 100;
-                ended += d.tick(&BTreeMap::from([("maps".to_string(), p)]), now).len();
+                ended += d.tick(&BTreeMap::from([("maps".to_string(), Demand::pages(p))]), now).len();
             }
             prop_assert_eq!(ended, 1);
             prop_assert!(d.launching().is_empty());

@@ -42,6 +42,10 @@ pub struct PreloadConfig {
     pub weight_by_likelihood: bool,
     /// Window for launch likelihood, ms.
     pub likelihood_window_ms: u64,
+    /// A standby set is loaded only while the room left after it still
+    /// holds the likeliest next launch (M_sum + its file bytes): standby
+    /// data must not take the memory that launch needs.
+    pub reserve_next_launch: bool,
 }
 
 impl Default for PreloadConfig {
@@ -55,6 +59,7 @@ impl Default for PreloadConfig {
             touch_interval_ms: 10_000,
             weight_by_likelihood: false,
             likelihood_window_ms: 7 * 24 * 3600 * 1000,
+            reserve_next_launch: true,
         }
     }
 }

@@ -270,6 +270,11 @@ pub struct DetectSection {
     /// (`appflow_core::detect::ReadinessConfig::for_device`: half the
     /// 4 KiB read rate, in pages per second).
     pub quiet_floor_pages_per_s: u64,
+    /// ... and whose CPU use (its processes' user + system time) is at or
+    /// below this, per mille of one core (default 100, a tenth of a core:
+    /// `appflow_core::detect::DEFAULT_QUIET_CPU_PERMILLE`); a value of 1000
+    /// per core of the machine or more leaves CPU out of it.
+    pub quiet_cpu_permille: u32,
     /// A launch is ready once quiet this long, ms (default: the AppFlow paper's 1 s
     /// usability threshold, `appflow_core::detect::DEFAULT_QUIET_MS`);
     /// lengthened per app to its profile's longest pause.
@@ -284,6 +289,7 @@ impl Default for DetectSection {
         Self {
             enabled: true,
             quiet_floor_pages_per_s: 0,
+            quiet_cpu_permille: appflow_core::detect::DEFAULT_QUIET_CPU_PERMILLE,
             quiet_ms: appflow_core::detect::DEFAULT_QUIET_MS,
             learn_profiles: true,
         }

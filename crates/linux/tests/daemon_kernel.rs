@@ -1213,7 +1213,14 @@ fn mapped_file_domain_switches_mode_within_200_ms_of_a_burst() {
     });
     let st = d.status();
     let avail0 = st["domain"]["available_bytes"].as_u64().unwrap();
-    assert_eq!(st["mode"], "normal", "{st}");
+    // Beside the mapped model the domain has ~190 MiB, a hair under M_F, so
+    // calm ticks may already have begun a rebalancing (Algorithm 1 pages
+    // anonymous memory out ahead of a burst); a burst switches either mode
+    // to efficiency-first.
+    assert!(
+        st["mode"] == "normal" || st["mode"] == "rebalancing",
+        "{st}"
+    );
     let swp = domain.path.join("memory.swappiness");
     let orig = swappiness(&domain.path);
     assert_ne!(orig, "0");

@@ -167,6 +167,7 @@ fn detector_sees_a_launch_ready_and_exit() {
     .unwrap();
     let cfg = ReadinessConfig {
         quiet_floor_pages_per_s: 2441,
+        quiet_cpu_permille: appflow_core::detect::DEFAULT_QUIET_CPU_PERMILLE,
         quiet_ms: 300,
         timeout_ms: 10_000,
     };
@@ -239,9 +240,12 @@ fn detector_sees_a_launch_ready_and_exit() {
             .into_iter()
             .filter_map(|p| read_demand(proc_root, p).ok().map(|d| (p, d)))
             .collect();
-        let pages = demand_pages(&prev, &cur);
+        let d = appflow_core::detect::Demand {
+            pages: demand_pages(&prev, &cur),
+            cpu_ms: Some(appflow_core::detect::demand_cpu_ms(&prev, &cur)),
+        };
         prev = cur;
-        seen.extend(det.tick(&BTreeMap::from([("napper".to_string(), pages)]), ms()));
+        seen.extend(det.tick(&BTreeMap::from([("napper".to_string(), d)]), ms()));
     }
     eprintln!("{seen:#?}");
     let launch = seen.iter().position(

@@ -379,6 +379,8 @@ pub struct Scheduler {
     /// The derived thresholds for the domain size they were derived for
     /// (`cfg.auto_*`), cleared when a profile or a launch rate changes.
     sizing: Option<(u64, crate::sizing::Sizing)>,
+    /// M_sum + file bytes per profiled app (cleared when the profiles change).
+    need_memo: BTreeMap<String, u64>,
     /// Ticks whose processes were noted (`note_app_procs`), counted.
     procs_noted: u64,
     /// Apps whose launch stream is held protected (locked).
@@ -447,6 +449,7 @@ impl Scheduler {
             ef_reapply_at_ms: 0,
             ef_yielded: false,
             sizing: None,
+            need_memo: BTreeMap::new(),
             procs_noted: 0,
             protecting: BTreeSet::new(),
             dropped_cold: false,
@@ -609,6 +612,7 @@ impl Scheduler {
             self.plan_dirty = true;
             self.stream_memo.clear();
             self.sizing = None;
+            self.need_memo.clear();
         }
     }
 

@@ -189,10 +189,15 @@ impl Scheduler {
     }
 
     /// Brings the standby holds in line with the plan and the active apps.
-    fn sync_standby(&mut self, now_ms: u64, preload: &mut dyn PreloadMechanism) {
+    fn sync_standby(&mut self, now_ms: u64, now_unix_ms: u64, preload: &mut dyn PreloadMechanism) {
         if !self.standby_allowed() {
             return;
         }
+        let next = if self.cfg.preload.reserve_next_launch {
+            self.likeliest_next_launch(now_unix_ms)
+        } else {
+            None
+        };
         let room_for_one = self.standby_need.is_some_and(|n| self.room() >= n);
         if !self.standby_dirty && !room_for_one {
             return;
@@ -226,7 +231,15 @@ impl Scheduler {
                 continue;
             };
             let set_bytes: u64 = spans.iter().map(|s| s.len).sum();
-            if set_bytes > self.room() {
+            // What must stay free for the likeliest next launch besides
+            // this set (the set is part of that launch's need when it is
+            // that app's own).
+            let reserve = match &next {
+                Some((n, need)) if n == app => need.saturating_sub(set_bytes),
+                Some((_, need)) => *need,
+                None => 0,
+            };
+            if set_bytes.saturating_add(reserve) > self.room() {
                 // Try again on a later tick, once there is room.
                 self.standby_need = Some(self.standby_need.map_or(set_bytes, |n| n.min(set_bytes)));
                 continue;
@@ -539,17 +552,17 @@ impl Scheduler {
 
     /// Ends launches that never announced readiness.
     fn expire_launches(&mut self, now_ms: u64, preload: &mut dyn PreloadMechanism) {
-        let timeout = self.cfg.launch_timeout_ms;
-        let expired: Vec<String> = self
+        let base = self.cfg.launch_timeout_ms;
+        let expired: Vec<(String, u64)> = self
             .apps
             .iter()
-            .filter(|(_, a)| {
-                a.launching_since
-                    .is_some_and(|t| now_ms.saturating_sub(t) >= timeout)
+            .filter_map(|(n, a)| {
+                let t = a.launching_since?;
+                let timeout = crate::detect::launch_timeout_ms(base, self.profiles.get(n.as_str()));
+                (now_ms.saturating_sub(t) >= timeout).then(|| (n.clone(), timeout))
             })
-            .map(|(n, _)| n.clone())
             .collect();
-        for app in expired {
+        for (app, timeout) in expired {
             if let Some(a) = self.apps.get_mut(&app) {
                 a.launching_since = None;
             }
@@ -586,6 +599,41 @@ impl Scheduler {
         if self.plan_dirty {
             self.replan(now_ms, now_unix_ms);
         }
-        self.sync_standby(now_ms, preload);
+        self.sync_standby(now_ms, now_unix_ms, preload);
+    }
+
+    /// The likeliest next launch among the apps not active now: the most
+    /// launches within the likelihood window, then the latest, then the
+    /// name; and what it needs (M_sum + its file bytes).
+    fn likeliest_next_launch(&mut self, now_unix_ms: u64) -> Option<(String, u64)> {
+        let active = self.active_apps();
+        let window = self.cfg.preload.likelihood_window_ms;
+        let best = self
+            .profiles
+            .iter()
+            .filter(|(name, _)| !active.contains(name))
+            .max_by_key(|(name, p)| {
+                (
+                    p.launches_within(now_unix_ms, window),
+                    p.last_used_unix_ms(),
+                    std::cmp::Reverse(name.as_str()),
+                )
+            })
+            .map(|(name, _)| name.clone())?;
+        let need = self.launch_need_bytes(&best);
+        Some((best, need))
+    }
+
+    /// M_sum + file bytes of an app's profile (cached until the profiles change).
+    fn launch_need_bytes(&mut self, app: &str) -> u64 {
+        if let Some(n) = self.need_memo.get(app) {
+            return *n;
+        }
+        let n = self
+            .profiles
+            .get(app)
+            .map_or(0, |p| p.anon_launch_bytes.saturating_add(p.file_bytes()));
+        self.need_memo.insert(app.to_string(), n);
+        n
     }
 }

@@ -854,3 +854,42 @@ fn a_measured_launch_rate_replaces_the_profile_estimate() {
         .unwrap();
     assert_eq!(s.reclaim_config(1024 * MIB).alloc_threshold_pages, 3000);
 }
+
+#[test]
+fn no_standby_set_takes_the_room_the_likeliest_next_launch_needs() {
+    // A 768 MiB office domain took 85.8 MB of an ML app's standby set, then
+    // had no room to stream office's own launch. Office is launched daily
+    // here, the ML app never: office's need is kept free.
+    let mut office = profile("office", 40, 2, 100);
+    office.anon_launch_bytes = 150 * MIB;
+    office.launch_times_unix_ms = (1..=5).map(|d| d * 86_400_000).collect();
+    let ml = profile("ml", 200, 2, 500);
+    let need = office.anon_launch_bytes + office.file_bytes();
+    let loads = |avail_mib: u64| -> Vec<String> {
+        let mut s = Scheduler::new(cfg("appflow"), curve(), &[], &[]);
+        s.set_profiles(vec![office.clone(), ml.clone()]);
+        let mut r = Recorder::default();
+        let mut smp = sample(0, 0, avail_mib);
+        smp.total_bytes = 768 * MIB;
+        s.reclaim_step(&smp, &[], &mut r);
+        s.preload_step(0, 6 * 86_400_000, &mut r);
+        r.calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Load { app, .. } => Some(app.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    // Room (above the 5 % floor) for the ML app's set, but not for it and
+    // office's launch.
+    let tight = need / 2 / MIB + 39;
+    let l = loads(tight);
+    assert!(!l.contains(&"ml".to_string()), "{l:?}");
+    // Ample room: both sets are held.
+    let l = loads(700);
+    assert!(
+        l.contains(&"ml".to_string()) && l.contains(&"office".to_string()),
+        "{l:?}"
+    );
+}

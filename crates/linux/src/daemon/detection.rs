@@ -24,8 +24,8 @@ use crate::procevents::{ProcEvent, ProcEvents};
 use crate::readers::{self, demand::read_demand};
 use crate::recorder::{LaunchWatch, Recording};
 use appflow_core::detect::{
-    cgroup_relative, demand_pages, in_memory_cgroup, DemandCounters, Detected, Detector, LaunchEnd,
-    MatcherSpec, Matchers, Notice, ProcObservation, ReadinessConfig,
+    cgroup_relative, demand_cpu_ms, demand_pages, in_memory_cgroup, Demand, DemandCounters,
+    Detected, Detector, LaunchEnd, MatcherSpec, Matchers, Notice, ProcObservation, ReadinessConfig,
 };
 use appflow_core::profile::LaunchProfile;
 use appflow_core::storage::ThroughputCurve;
@@ -402,6 +402,8 @@ pub struct DetectSetup<'a> {
     pub domain_cgroup: Option<&'a Path>,
     /// `detect.quiet_floor_pages_per_s` (0 = from the curve).
     pub quiet_floor_pages_per_s: u64,
+    /// `detect.quiet_cpu_permille`.
+    pub quiet_cpu_permille: u32,
     /// `detect.quiet_ms`.
     pub quiet_ms: u64,
     /// `daemon.launch_timeout_ms`.
@@ -464,6 +466,7 @@ impl Detection {
         if s.quiet_floor_pages_per_s > 0 {
             base.quiet_floor_pages_per_s = s.quiet_floor_pages_per_s;
         }
+        base.quiet_cpu_permille = s.quiet_cpu_permille;
         base.quiet_ms = s.quiet_ms;
         base.timeout_ms = s.launch_timeout_ms;
         let reader = Reader {
@@ -569,7 +572,8 @@ impl Detection {
     pub fn set_profiles(&mut self, profiles: &[LaunchProfile]) {
         for p in profiles {
             let mut cfg = self.base;
-            cfg.quiet_ms = appflow_core::detect::quiet_window_ms(&self.base, Some(p), self.tick_ms);
+            cfg.timeout_ms = appflow_core::detect::launch_timeout_ms(self.base.timeout_ms, Some(p));
+            cfg.quiet_ms = appflow_core::detect::quiet_window_ms(&cfg, Some(p), self.tick_ms);
             // Only declared apps are detected; others are skipped.
             let _ = self.detector.set_readiness(&p.app, cfg);
         }
@@ -658,7 +662,13 @@ impl Detection {
                     .filter_map(|p| read_demand(&self.reader.proc_root, p).ok().map(|c| (p, c)))
                     .collect();
                 let prev = self.prev_demand.remove(&app).unwrap_or_default();
-                demand.insert(app.clone(), demand_pages(&prev, &cur));
+                demand.insert(
+                    app.clone(),
+                    Demand {
+                        pages: demand_pages(&prev, &cur),
+                        cpu_ms: Some(demand_cpu_ms(&prev, &cur)),
+                    },
+                );
                 self.prev_demand.insert(app, cur);
             }
             found.extend(self.detector.tick(&demand, now_ms));
@@ -873,7 +883,10 @@ impl Detection {
                     latency_ms,
                 } => {
                     self.prev_demand.remove(&app);
-                    if inferred && how == LaunchEnd::Inferred {
+                    // An app whose processes all exit during its launch did
+                    // its work: a batch app (a conversion, a query, a
+                    // render) is ready when it exits.
+                    if inferred && matches!(how, LaunchEnd::Inferred | LaunchEnd::Exited) {
                         out.push(Action::Launched { app: app.clone() });
                     }
                     if self.recording.as_ref().is_some_and(|r| r.app == app) {

@@ -774,6 +774,7 @@ impl Runtime {
                     Domain::System => None,
                 },
                 quiet_floor_pages_per_s: cfg.detect.quiet_floor_pages_per_s,
+                quiet_cpu_permille: cfg.detect.quiet_cpu_permille,
                 quiet_ms: cfg.detect.quiet_ms,
                 launch_timeout_ms: cfg.daemon.launch_timeout_ms,
                 tick_ms: cfg.daemon.tick_ms,
@@ -1247,6 +1248,7 @@ impl Runtime {
                 json!({
                     "stats": d.stats,
                     "quiet_floor_pages_per_s": r.quiet_floor_pages_per_s,
+                    "quiet_cpu_permille": r.quiet_cpu_permille,
                     "quiet_ms": r.quiet_ms,
                 })
             }),

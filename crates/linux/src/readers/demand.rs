@@ -37,7 +37,26 @@ pub fn read_demand(proc_root: &Path, pid: u32) -> Result<DemandCounters, ReadErr
     Ok(DemandCounters {
         read_bytes,
         faults: stat.minflt.saturating_add(stat.majflt),
+        cpu_ms: ticks_to_ms(stat.cpu_ticks, clock_ticks_per_sec()),
     })
+}
+
+/// Clock ticks to ms (`ticks_per_sec` from `sysconf(_SC_CLK_TCK)`).
+pub fn ticks_to_ms(ticks: u64, ticks_per_sec: u64) -> u64 {
+    ticks.saturating_mul(1000) / ticks_per_sec.max(1)
+}
+
+/// The kernel's clock ticks per second as /proc counts CPU time
+/// (`sysconf(_SC_CLK_TCK)`; 100 where it cannot be read, the value on
+/// every Linux architecture in use).
+pub fn clock_ticks_per_sec() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
 }
 
 #[cfg(test)]
