@@ -150,6 +150,50 @@ class RenderTest(unittest.TestCase):
         self.repo.write("README.md", "<!-- results:x\n| a | sim/high | {output} |\n")
         self.assertEqual(self.repo.run("--check")[0], 2)
 
+    def test_add_appends_one_row_and_renders_it(self):
+        self.repo.write("README.md", TABLE)
+        self.repo.run()
+        other = dict(RESULT, name="fleet/killer", output={"results": [{"policy": "appflow", "summary": {"kills": 3}}]})
+        os.makedirs(os.path.join(self.repo.top, "results", "fleet"))
+        self.repo.result("fleet/killer", other)
+        code, err = self.repo.run("--add", "sim", "kills, `high`", "fleet/killer",
+                                  "appflow {output.results[policy=appflow].summary.kills:.0f}")
+        self.assertEqual(code, 0, err)
+        text = self.repo.read("README.md")
+        spec = text.split("-->", 1)[0]
+        self.assertTrue(spec.endswith("| kills, `high` | fleet/killer | "
+                                      "appflow {output.results[policy=appflow].summary.kills:.0f} |\n"), spec)
+        self.assertIn("| [kills, `high`](results/fleet/killer.json) | appflow 3 | `appflow sim", text)
+        self.assertIn("0.55× android", text)
+        self.assertEqual(self.repo.run("--check")[0], 0)
+        # A row that does not render, or an unknown table: exit 2, nothing written.
+        for args in (("sim", "x", "fleet/killer", "{output.results[policy=stock].summary.kills}"),
+                     ("sim", "x", "fleet/none", "{output}"),
+                     ("nope", "x", "fleet/killer", "{wall_s}"),
+                     ("sim", "a | b", "fleet/killer", "{wall_s}")):
+            code, err = self.repo.run("--add", *args)
+            self.assertEqual(code, 2, (args, err))
+            self.assertEqual(self.repo.read("README.md"), text)
+        self.assertEqual(self.repo.run("--add", "sim")[0], 2)
+
+    def test_paths_lists_what_a_template_can_read(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(rr.main(["--paths", "sim/high"], top=self.repo.top), 0)
+        self.assertIn("output.results[policy=appflow].summary.cold_launch_ms.mean = 1871.4\n", out.getvalue())
+        self.assertEqual(self.repo.run("--paths", "sim/none")[0], 2)
+
+    def test_check_fails_on_a_readme_over_150_lines(self):
+        self.repo.write("README.md", TABLE)
+        self.repo.run()
+        rendered = self.repo.read("README.md")
+        self.repo.write("README.md", rendered + "line\n" * (150 - rendered.count("\n")))
+        self.assertEqual(self.repo.run("--check")[0], 0)
+        self.repo.write("README.md", self.repo.read("README.md") + "one too many\n")
+        code, err = self.repo.run("--check")
+        self.assertEqual(code, 1)
+        self.assertIn("README.md is 151 lines, over 150", err)
+
     def test_a_row_may_read_a_second_file(self):
         other = dict(RESULT, output={"results": [{"policy": "appflow", "summary": {"kills": 3}}]})
         self.repo.result("sim/other", other)
