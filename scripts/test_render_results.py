@@ -233,6 +233,23 @@ class RenderTest(unittest.TestCase):
             "```\n1 ms\n```\n[x](a/5 ms.md) <!-- 3 s -->\n")]
         self.assertEqual(found, ["2.2×", "150 MB/s", "98.5 %", "12-15 min"])
 
+    def test_a_traced_section_ends_at_the_next_heading_of_its_level(self):
+        page = ("# Part\n\nDesign: a 100 ms tick, 4 KiB pages.\n\n## Results\n<!-- figures: traced -->\n"
+                "Launches took 3,430 ms.\n\n### On this VM\n\nAnd 1.2× here.\n\n"
+                "```\n## not a heading\n```\n7 ms in the code block's shadow.\n\n"
+                "## Design again\n\nA 2 s window.\n")
+        self.repo.write("README.md", TABLE)
+        self.repo.write("docs/part.md", page)
+        self.repo.run()
+        code, err = self.repo.run("--check")
+        self.assertEqual(code, 1)
+        loose = [line.split(": a figure")[0] for line in err.splitlines()]
+        self.assertEqual(loose, ["render-results: docs/part.md:7: '3,430 ms'",
+                                 "render-results: docs/part.md:11: '1.2×'",
+                                 "render-results: docs/part.md:16: '7 ms'"], err)
+        self.assertEqual(rr.strict_lines("docs/x.md", "<!-- figures: traced -->\n# T\n## S"), {1, 2, 3})
+        self.assertEqual(rr.strict_lines("docs/x.md", "# T\n## S\n"), set())
+
     def test_functions_and_wildcards(self):
         doc = {"output": {"r": [{"v": 1.0}, {"v": 4.0}, {"v": 2.0}]}}
         self.assertEqual(rr.evaluate("median(output.r[*].v)", doc), 2.0)
@@ -240,6 +257,11 @@ class RenderTest(unittest.TestCase):
         self.assertEqual(rr.evaluate("len(output.r)", doc), 3)
         pairs = {"output": {"c": [{"p": "a", "m": "x", "v": 1}, {"p": "a", "m": "y", "v": 2}]}}
         self.assertEqual(rr.evaluate("output.c[p=a&m=y].v", pairs), 2)
+        keyed = {"output": {"pixel8/acclaim+paralfetch": {"kills": {"median": 10.0}}}}
+        self.assertEqual(rr.evaluate("output['pixel8/acclaim+paralfetch'].kills.median", keyed), 10.0)
+        self.assertEqual(list(rr.numeric_paths(keyed)), [("output['pixel8/acclaim+paralfetch'].kills.median", 10.0)])
+        with self.assertRaises(rr.InputErr):
+            rr.evaluate("output['pixel8/none'].kills", keyed)
         with self.assertRaises(rr.InputErr):
             rr.evaluate("output.c[p=a&m=z].v", pairs)
         self.assertAlmostEqual(rr.evaluate("pct(output.r[1].v, output.r[0].v)", doc), 300.0)
