@@ -283,6 +283,13 @@ class RenderTest(unittest.TestCase):
         self.assertEqual(rr.measured(doc), "2026-11-26, 0123456 (uncommitted: engine.rs, b.rs and 1 more)")
         self.assertIn("(uncommitted changes)", rr.measured(dict(RESULT, dirty=True)))
 
+    def test_an_argument_with_a_single_quote_reads_as_typed(self):
+        cmd = ["target/release/appflow", "record", "--ready-line", "^ready$", "--",
+               "python3", "-c", "import json; print('ready')"]
+        self.assertEqual(rr.show_command(cmd),
+                         "appflow record --ready-line '^ready$' -- python3 -c \"import json; print('ready')\"")
+        self.assertEqual(rr.show_command(["echo", "it's $HOME"]), "echo 'it'\"'\"'s $HOME'")
+
     def test_commands_read_as_a_user_types_them(self):
         self.assertEqual(
             rr.show_command(["flock", "/work/.kernel.lock", "nice", "-n", "19",
