@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
@@ -101,24 +101,48 @@ pub fn mount(
     params: FlashParams,
     readahead_bytes: u32,
 ) -> std::io::Result<FlashMount> {
+    mount_with(backing, mnt, params, readahead_bytes, Writes::Refused)
+}
+
+/// Whether the mount takes new files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writes {
+    /// Read-only (the testbed's device: its files are installed before).
+    Refused,
+    /// New regular files may be created, written and removed in existing
+    /// directories (`appflow calibrate` writes its test file on the storage
+    /// it measures). Writes go straight to the backing directory, outside
+    /// the flash model: only reads are modelled. Existing files stay
+    /// read-only.
+    NewFiles,
+}
+
+/// [`mount`], choosing whether new files may be written.
+pub fn mount_with(
+    backing: &Path,
+    mnt: &Path,
+    params: FlashParams,
+    readahead_bytes: u32,
+    writes: Writes,
+) -> std::io::Result<FlashMount> {
     let stats = Arc::new(DeviceStats::default());
     let (tx, rx) = channel();
     let st = stats.clone();
     std::thread::Builder::new()
         .name("appflow-flash".into())
         .spawn(move || device_loop(rx, params, &st))?;
-    let fs = Passthrough::new(backing, tx, readahead_bytes)?;
-    let session = fuser::spawn_mount2(
-        fs,
-        mnt,
-        &[
-            MountOption::FSName("appflow-bench".into()),
-            MountOption::AllowOther,
-            MountOption::DefaultPermissions,
-            MountOption::RO,
-            MountOption::NoAtime,
-        ],
-    )?;
+    let mut fs = Passthrough::new(backing, tx, readahead_bytes)?;
+    fs.writes = writes;
+    let mut options = vec![
+        MountOption::FSName("appflow-bench".into()),
+        MountOption::AllowOther,
+        MountOption::DefaultPermissions,
+        MountOption::NoAtime,
+    ];
+    if writes == Writes::Refused {
+        options.push(MountOption::RO);
+    }
+    let session = fuser::spawn_mount2(fs, mnt, &options)?;
     Ok(FlashMount {
         session: Some(session),
         stats,
@@ -245,6 +269,11 @@ struct Passthrough {
     next_fh: u64,
     device: Sender<ReadReq>,
     readahead_bytes: u32,
+    writes: Writes,
+    /// Handles of files this mount created, open for writing.
+    created: HashMap<u64, File>,
+    /// Inodes of files this mount created (the only ones it writes or removes).
+    created_inos: std::collections::HashSet<u64>,
 }
 
 impl Passthrough {
@@ -259,6 +288,9 @@ impl Passthrough {
             next_fh: 1,
             device,
             readahead_bytes,
+            writes: Writes::Refused,
+            created: HashMap::new(),
+            created_inos: Default::default(),
         })
     }
 
@@ -300,6 +332,42 @@ impl Passthrough {
             blksize: 4096,
             flags: 0,
         })
+    }
+}
+
+impl Passthrough {
+    /// Registers a file this mount created, for reading (through the
+    /// device) and writing (straight to the backing file).
+    fn add_writable(&mut self, f: File) -> std::io::Result<u64> {
+        let reader = f.try_clone()?;
+        let fh = self.next_fh;
+        self.next_fh += 1;
+        self.files.insert(fh, Arc::new(reader));
+        self.created.insert(fh, f);
+        Ok(fh)
+    }
+
+    /// Opens a file this mount created for writing.
+    fn open_created(&mut self, ino: u64, flags: i32, reply: ReplyOpen) {
+        let Some(p) = self.paths.get(&ino) else {
+            return reply.error(libc::ENOENT);
+        };
+        let opened = std::fs::OpenOptions::new().read(true).write(true).open(p);
+        match opened.and_then(|f| self.add_writable(f)) {
+            Ok(fh) => {
+                reply.opened(fh, direct_io(flags));
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+/// FOPEN_DIRECT_IO for an O_DIRECT open of a file this mount created.
+fn direct_io(flags: i32) -> u32 {
+    if flags & libc::O_DIRECT != 0 {
+        fuser::consts::FOPEN_DIRECT_IO
+    } else {
+        0
     }
 }
 
@@ -350,6 +418,9 @@ impl Filesystem for Passthrough {
 
     fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
         if flags & libc::O_ACCMODE != libc::O_RDONLY {
+            if self.created_inos.contains(&ino) {
+                return self.open_created(ino, flags, reply);
+            }
             return reply.error(libc::EROFS);
         }
         let Some(p) = self.paths.get(&ino) else {
@@ -382,7 +453,142 @@ impl Filesystem for Passthrough {
         reply: fuser::ReplyEmpty,
     ) {
         self.files.remove(&fh);
+        self.created.remove(&fh);
         reply.ok();
+    }
+
+    fn create(
+        &mut self,
+        _req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: fuser::ReplyCreate,
+    ) {
+        if self.writes == Writes::Refused {
+            return reply.error(libc::EROFS);
+        }
+        let Some(dir) = self.paths.get(&parent) else {
+            return reply.error(libc::ENOENT);
+        };
+        let path = dir.join(name);
+        let made = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(mode & 0o777)
+            .open(&path)
+            .and_then(|f| Ok((self.attr(&path)?, f)));
+        match made {
+            Ok((a, f)) => {
+                self.paths.insert(a.ino, path);
+                self.created_inos.insert(a.ino);
+                let fh = match self.add_writable(f) {
+                    Ok(fh) => fh,
+                    Err(e) => return reply.error(errno(&e)),
+                };
+                reply.created(&TTL, &a, 0, fh, direct_io(flags));
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        data: &[u8],
+        _write_flags: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: fuser::ReplyWrite,
+    ) {
+        let Some(f) = self.created.get(&fh) else {
+            return reply.error(libc::EBADF);
+        };
+        match f.write_all_at(data, offset.max(0) as u64) {
+            Ok(()) => reply.written(data.len() as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<fuser::TimeOrNow>,
+        _mtime: Option<fuser::TimeOrNow>,
+        _ctime: Option<std::time::SystemTime>,
+        _fh: Option<u64>,
+        _crtime: Option<std::time::SystemTime>,
+        _chgtime: Option<std::time::SystemTime>,
+        _bkuptime: Option<std::time::SystemTime>,
+        _flags: Option<u32>,
+        reply: ReplyAttr,
+    ) {
+        let Some(p) = self.paths.get(&ino).cloned() else {
+            return reply.error(libc::ENOENT);
+        };
+        if let Some(len) = size {
+            if !self.created_inos.contains(&ino) {
+                return reply.error(libc::EROFS);
+            }
+            let res = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .and_then(|f| f.set_len(len));
+            if let Err(e) = res {
+                return reply.error(errno(&e));
+            }
+        }
+        match self.attr(&p) {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: fuser::ReplyEmpty) {
+        let Some(dir) = self.paths.get(&parent) else {
+            return reply.error(libc::ENOENT);
+        };
+        let path = dir.join(name);
+        let ino = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m.ino(),
+            Err(e) => return reply.error(errno(&e)),
+        };
+        if !self.created_inos.contains(&ino) {
+            return reply.error(libc::EROFS);
+        }
+        match std::fs::remove_file(&path) {
+            Ok(()) => {
+                self.created_inos.remove(&ino);
+                self.paths.remove(&ino);
+                reply.ok();
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fsync(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _datasync: bool,
+        reply: fuser::ReplyEmpty,
+    ) {
+        match self.created.get(&fh).map(|f| f.sync_data()) {
+            Some(Err(e)) => reply.error(errno(&e)),
+            _ => reply.ok(),
+        }
     }
 
     fn read(

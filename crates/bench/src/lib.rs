@@ -20,6 +20,7 @@
 //! | [`synth`] | synthetic apps: layout, files, launch pattern, the app process |
 //! | [`launch`] | spawning into leaf cgroups, exec-to-readiness timing |
 //! | [`policy`] | the policies and the daemon driver (config, control socket, SIGTERM) |
+//! | [`serve`] | `appflow flash-serve`: the flash device alone over a directory, until stopped |
 //! | [`simdev`] | the run's domain and apps as an `appflow sim --device-file` |
 
 pub mod cli;
@@ -38,6 +39,7 @@ pub mod prepare;
 pub mod progress;
 pub mod report;
 pub mod run;
+pub mod serve;
 pub mod simdev;
 pub mod spec;
 pub mod synth;

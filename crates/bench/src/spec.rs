@@ -545,6 +545,20 @@ timeout_ms = 1000
     }
 
     #[test]
+    fn the_heavier_multitask_apps_load_beside_the_set() {
+        // The heavier multitask round adds these with --app: GB-scale,
+        // larger than the set's, and named apart from it.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("apps-heavy");
+        let extra = load_dir(&dir).unwrap();
+        assert_eq!(extra.len(), 3);
+        let set = default_set().unwrap();
+        for e in &extra {
+            assert_eq!(e.class, AppClass::Gb);
+            assert!(set.iter().all(|s| s.name != e.name), "{}", e.name);
+        }
+    }
+
+    #[test]
     fn duplicate_names_are_refused() {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("a.toml"), GOOD).unwrap();

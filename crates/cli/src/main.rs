@@ -27,6 +27,8 @@ enum Cmd {
     Sim(appflow_sim::cli::SimArgs),
     /// Run the real-kernel testbed: builds a phone-like domain, launches real processes (root).
     Bench(appflow_bench::cli::BenchArgs),
+    /// Serve a directory through the testbed's phone-like flash device at a mount point, until stopped (root).
+    FlashServe(appflow_bench::serve::ServeArgs),
     /// Run the scheduler daemon on this kernel (root).
     Daemon(appflow_linux::cli::DaemonArgs),
     /// Show the running daemon's state.
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Sim(a) => appflow_sim::cli::run(a),
         Cmd::Bench(a) => appflow_bench::cli::run(a),
+        Cmd::FlashServe(a) => appflow_bench::serve::run_serve(a),
         Cmd::Daemon(a) => appflow_linux::cli::run_daemon(a),
         Cmd::Status(a) => appflow_linux::cli::run_status(a),
         Cmd::Notify(a) => appflow_linux::cli::run_notify(a),

@@ -6,11 +6,29 @@
 //! used within the recency window: they are killed last, only when nothing
 //! else is left, in order of net freed memory ΔM = M_current − M_relaunch
 //! (what a kill frees for good, since a relaunch needs M_relaunch again).
-//! Apps past the window are ordered by the memory-time a kill frees:
-//! M_current × the time since the app's last use (see [`rank`]).
+//!
+//! Apps past the window are ordered by **expected cost against benefit**
+//! (see [`rank`], docs/killer.md). A kill is a bet that the app is not
+//! opened again soon; its price is the app's cold relaunch. The expected
+//! cost is the probability that the app is opened again within the horizon
+//! ([`crate::reuse`], learned from this user's own history) times its
+//! relaunch cost (the launch files read again on the device's curve,
+//! [`relaunch_cost_ms`]). The benefit is the memory the kill frees (the
+//! app's anonymous memory, resident and swapped; its page cache stays) for
+//! as long as the app stays away: the memory-time, memory × E[min(T, H)].
+//! The victim is the app with the most memory-time freed per millisecond of
+//! expected relaunch.
 
+use crate::profile::LaunchProfile;
 use crate::reason::Reason;
+use crate::reuse::ReuseEstimate;
+use crate::storage::ThroughputCurve;
 use serde::{Deserialize, Serialize};
+
+/// The read size of an app's own page-cache misses: Linux's default
+/// readahead window (`VM_READAHEAD_PAGES`, 128 KiB). A cold relaunch reads
+/// its large files in windows of this size and its small files whole.
+pub const READAHEAD_BYTES: u64 = 128 * 1024;
 
 /// Killer parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,8 +68,20 @@ pub struct KillerConfig {
     /// capacity stall waits one whole window, so that the stall it measures
     /// lies after the kill (the memory of the victim has come back).
     pub capacity_stall_window_ms: u64,
-    /// After a kill, wait this long for memory to come back before another, ms.
+    /// After a kill whose memory was not reaped at once, wait this long for
+    /// it to come back before another, ms (a reaped kill waits one tick).
     pub settle_ms: u64,
+    /// The horizon of the reuse prediction, ms: a kill's memory is counted
+    /// as freed at most this long, and the relaunch it risks is the one
+    /// within it. Default one week, the period of a user's routine
+    /// (weekdays and weekends; the daily rhythm of the AppFlow paper
+    /// §2.2.3 repeats within it).
+    pub reuse_horizon_ms: u64,
+    /// Before a kill, page the victim's resident anonymous memory out
+    /// (reclaim, not kill) when swap has room for what is missing; kill
+    /// only when that cannot keep up (it moves less than the memory missing
+    /// and less than the domain allocated in the last tick).
+    pub page_out_before_kill: bool,
 }
 
 impl Default for KillerConfig {
@@ -66,6 +96,8 @@ impl Default for KillerConfig {
             trigger_capacity_psi_some_avg10: 7.0,
             capacity_stall_window_ms: 1000,
             settle_ms: 500,
+            reuse_horizon_ms: 7 * 24 * 3_600_000,
+            page_out_before_kill: true,
         }
     }
 }
@@ -107,6 +139,12 @@ impl KillerConfig {
         if self.settle_ms > 600_000 {
             return Err("killer.settle_ms must be at most 600000".into());
         }
+        if !(3_600_000..=90 * 24 * 3_600_000).contains(&self.reuse_horizon_ms) {
+            return Err(
+                "killer.reuse_horizon_ms must be in 3600000..=7776000000 (1 hour to 90 days)"
+                    .into(),
+            );
+        }
         Ok(())
     }
 }
@@ -132,6 +170,20 @@ pub struct Candidate {
     pub is_self: bool,
     /// oom_score_adj (used by the stock order).
     pub oom_score_adj: i32,
+    /// Anonymous memory, resident and swapped, bytes: what a kill frees
+    /// (its page cache stays cached). None: unknown (M_current counts).
+    #[serde(default)]
+    pub anon_bytes: Option<u64>,
+    /// Of which resident, bytes: what a page-out could move to swap.
+    #[serde(default)]
+    pub resident_anon_bytes: Option<u64>,
+    /// The predicted reuse (None: no history; counted as never reused).
+    #[serde(default)]
+    pub reuse: Option<ReuseEstimate>,
+    /// What its cold relaunch costs over a warm one, ms (None: unknown,
+    /// counted as free).
+    #[serde(default)]
+    pub relaunch_cost_ms: Option<f64>,
 }
 
 /// A candidate as ranked.
@@ -143,6 +195,80 @@ pub struct Ranked {
     pub net_freed_bytes: i64,
     /// Used within the recency window.
     pub recent: bool,
+    /// Memory a kill frees, bytes ([`freed_bytes`]).
+    pub freed_bytes: u64,
+    /// Memory-time freed per ms of expected relaunch, byte·ms/ms
+    /// ([`kill_value`]; infinite when no relaunch is expected or it costs
+    /// nothing).
+    pub value: f64,
+}
+
+/// One candidate as the killer priced it (the decision log and
+/// `appflow status`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PricedCandidate {
+    /// The app.
+    pub app: String,
+    /// Memory a kill frees, bytes ([`freed_bytes`]).
+    pub freed_bytes: u64,
+    /// Predicted probability of reuse within the horizon (None: no history).
+    pub p_reuse: Option<f64>,
+    /// Predicted time until reuse, capped at the horizon, s.
+    pub expected_idle_s: Option<f64>,
+    /// Its relaunch cost, ms.
+    pub relaunch_cost_ms: Option<f64>,
+    /// Memory-time freed per ms of expected relaunch, MiB·h per s ([`kill_value`]);
+    /// None: infinite (no reuse expected, or a free relaunch).
+    pub value_mib_h_per_s: Option<f64>,
+    /// Used within the recency window (deferred).
+    pub recent: bool,
+}
+
+/// Why the victim won: its reason and the candidates it was ranked
+/// against, best first (at most [`EXPLAINED_CANDIDATES`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KillExplanation {
+    /// The victim.
+    pub victim: String,
+    /// The stable reason of the choice.
+    pub reason: Reason,
+    /// Eligible candidates in all.
+    pub eligible: usize,
+    /// The best-ranked ones, the victim first.
+    pub ranked: Vec<PricedCandidate>,
+}
+
+/// Candidates shown in a kill's explanation.
+pub const EXPLAINED_CANDIDATES: usize = 8;
+
+/// The candidate as priced, for explanations.
+pub fn priced(c: &Candidate, r: &Ranked) -> PricedCandidate {
+    // byte·ms per ms → MiB·h per s: / MiB / 3.6e6 ms per h × 1000 ms per s.
+    let scale = 1000.0 / (crate::MIB as f64 * 3_600_000.0);
+    PricedCandidate {
+        app: c.app.clone(),
+        freed_bytes: r.freed_bytes,
+        p_reuse: c.reuse.map(|e| e.p_reuse),
+        expected_idle_s: c.reuse.map(|e| e.expected_idle_ms / 1000.0),
+        relaunch_cost_ms: c.relaunch_cost_ms,
+        value_mib_h_per_s: r.value.is_finite().then_some(r.value * scale),
+        recent: r.recent,
+    }
+}
+
+/// Explains a choice made from `ranked` (the order of [`rank`]).
+pub fn explain(cands: &[Candidate], ranked: &[Ranked], reason: Reason) -> Option<KillExplanation> {
+    let first = ranked.first()?;
+    Some(KillExplanation {
+        victim: cands[first.index].app.clone(),
+        reason,
+        eligible: ranked.len(),
+        ranked: ranked
+            .iter()
+            .take(EXPLAINED_CANDIDATES)
+            .map(|r| priced(&cands[r.index], r))
+            .collect(),
+    })
 }
 
 /// The killer's decision.
@@ -177,27 +303,54 @@ pub fn net_freed_bytes(cfg: &KillerConfig, c: &Candidate) -> i64 {
     c.current_bytes as i64 - relaunch as i64
 }
 
-/// The memory-time a kill frees, byte·ms: M_current × the time since the
-/// app's last use. A kill frees M_current until the app is opened again;
-/// the longer an app has been idle, the less likely it comes back soon (the
-/// AppFlow paper §2.2.3: reaccess follows recency, and LMK "ignores an
-/// app's ... reaccess likelihood, and net memory benefit", §4.3). An app
-/// that comes back soon frees its memory only until its relaunch takes
-/// M_relaunch again, which brings the next kill; ranking by the product
-/// takes the large and long-idle apps first.
-pub fn memory_time(now_ms: u64, c: &Candidate) -> f64 {
-    c.current_bytes as f64 * now_ms.saturating_sub(c.last_used_ms) as f64
+/// The memory a kill of `c` frees, bytes: its anonymous memory (resident
+/// and swapped) when known, else M_current.
+pub fn freed_bytes(c: &Candidate) -> u64 {
+    c.anon_bytes.unwrap_or(c.current_bytes)
+}
+
+/// What a kill of `c` is worth: the memory-time it frees per millisecond
+/// of expected relaunch, freed × E[min(T, H)] / (P(reuse within H) ×
+/// relaunch cost). An app with no history, no reuse expected or a free
+/// relaunch is worth infinity (then the memory freed decides).
+///
+/// For a constant visit rate λ the horizon cancels (P = 1 − e^−λH and
+/// E = P/λ), and the value is freed / (λ × cost): the large, rarely used,
+/// cheap to relaunch apps go first, like the size- and cost-aware cache
+/// replacement of GreedyDual-Size (docs/killer.md).
+pub fn kill_value(c: &Candidate) -> f64 {
+    let Some(r) = c.reuse else {
+        return f64::INFINITY;
+    };
+    let cost = r.p_reuse * c.relaunch_cost_ms.unwrap_or(0.0);
+    if cost <= 0.0 {
+        return f64::INFINITY;
+    }
+    freed_bytes(c) as f64 * r.expected_idle_ms / cost
+}
+
+/// A cold relaunch's price over a warm one, ms: the launch files of the
+/// profile read again on the device's curve, large files in readahead
+/// windows ([`READAHEAD_BYTES`]) and small ones whole. A warm relaunch
+/// keeps its process, its heap and its mapped files; a cold one reads its
+/// launch set anew, the cost the AppFlow paper §2.2.1 measures.
+pub fn relaunch_cost_ms(profile: &LaunchProfile, curve: &ThroughputCurve) -> f64 {
+    crate::cutoff::cutoff_options(profile, curve, &[0], READAHEAD_BYTES)
+        .first()
+        .map_or(0.0, |o| o.stream_secs * 1000.0)
 }
 
 /// Eligible candidates in kill order: apps past the recency window first,
-/// by the memory-time a kill frees ([`memory_time`], largest first); then
-/// the recent ones (deferred, §4.3) by ΔM, largest first. Ties go to the
-/// larger ΔM, then the least recently used, then the lower pid.
+/// by [`kill_value`], largest first; then the recent ones (deferred, §4.3)
+/// by ΔM, largest first. Ties go to the more memory freed, then the larger
+/// ΔM, then the least recently used, then the lower pid.
 ///
-/// Ordering every app by ΔM alone (the first version) took apps whose
-/// launch files were still cached (their M_current counts them), that is
-/// apps used a few hours ago, where lmkd takes apps idle for days; they came
-/// back sooner and the killer killed more than lmkd (docs/sim.md).
+/// Orders measured before (docs/sim.md): ΔM for every app took apps whose
+/// launch files were still cached, used a few hours ago; the memory-time
+/// since last use (M_current × idle time) took big idle apps and lost more
+/// GB-scale apps than lmkd; the relaunch-size ratio kept them but killed
+/// more than lmkd. Pricing each app's reuse and relaunch is what this order
+/// adds (docs/killer.md).
 pub fn rank(cfg: &KillerConfig, now_ms: u64, cands: &[Candidate]) -> Vec<Ranked> {
     let mut out: Vec<Ranked> = cands
         .iter()
@@ -207,17 +360,21 @@ pub fn rank(cfg: &KillerConfig, now_ms: u64, cands: &[Candidate]) -> Vec<Ranked>
             index,
             net_freed_bytes: net_freed_bytes(cfg, c),
             recent: now_ms.saturating_sub(c.last_used_ms) < cfg.recency_window_ms,
+            freed_bytes: freed_bytes(c),
+            value: kill_value(c),
         })
         .collect();
     out.sort_by(|a, b| {
-        let by_memory_time = if a.recent || b.recent {
+        let by_value = if a.recent || b.recent {
             std::cmp::Ordering::Equal
         } else {
-            memory_time(now_ms, &cands[b.index]).total_cmp(&memory_time(now_ms, &cands[a.index]))
+            b.value
+                .total_cmp(&a.value)
+                .then(b.freed_bytes.cmp(&a.freed_bytes))
         };
         a.recent
             .cmp(&b.recent)
-            .then(by_memory_time)
+            .then(by_value)
             .then(b.net_freed_bytes.cmp(&a.net_freed_bytes))
             .then(
                 cands[a.index]
@@ -229,16 +386,30 @@ pub fn rank(cfg: &KillerConfig, now_ms: u64, cands: &[Candidate]) -> Vec<Ranked>
     out
 }
 
+/// The reason a ranked first candidate wins: deferred apps only left, no
+/// reuse expected (or a free relaunch), or the most memory-time per
+/// expected relaunch.
+pub fn victim_reason(r: &Ranked) -> Reason {
+    if r.recent {
+        Reason::KillRecentLastResort
+    } else if r.value.is_infinite() {
+        Reason::KillNoReuseExpected
+    } else {
+        Reason::KillLeastExpectedCost
+    }
+}
+
 /// AppFlow's choice: the first in [`rank`] order.
 pub fn choose_victim(cfg: &KillerConfig, now_ms: u64, cands: &[Candidate]) -> KillDecision {
-    match rank(cfg, now_ms, cands).first() {
+    decide(&rank(cfg, now_ms, cands))
+}
+
+/// The decision for an order of [`rank`]: its first candidate.
+pub fn decide(ranked: &[Ranked]) -> KillDecision {
+    match ranked.first() {
         Some(r) => KillDecision {
             victim: Some(r.index),
-            reason: if r.recent {
-                Reason::KillRecentLastResort
-            } else {
-                Reason::KillHighestNetFreed
-            },
+            reason: victim_reason(r),
             net_freed_bytes: r.net_freed_bytes,
         },
         None => KillDecision {
@@ -300,6 +471,13 @@ pub struct PressureState {
     pub psi_some_window: Option<f64>,
     /// Time of the last kill, if any.
     pub last_kill_ms: Option<u64>,
+    /// The last kill's memory was reaped at once (process_mrelease, or the
+    /// simulator's kill): its memory is back, so the settle time ends as
+    /// soon as available memory falls below this level (the available
+    /// memory when that kill was decided; the maximum when the victim freed
+    /// less than was missing): the demand outran what the kill gave.
+    #[serde(default)]
+    pub reaped_settle_until_below: Option<u64>,
 }
 
 /// Stall share, percent, between two readings of a cumulative PSI counter
@@ -329,7 +507,21 @@ pub fn stall_percent(prev_total_us: u64, now_total_us: u64, elapsed_ms: u64) -> 
 /// stall*).
 pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reason> {
     if let Some(t) = p.last_kill_ms {
-        if p.now_ms.saturating_sub(t) < cfg.settle_ms {
+        // A reaped victim's memory is back already. Waiting the settle time
+        // lets reclaim catch up with the demand; once available memory has
+        // fallen below where it was when the victim was chosen *and* below
+        // half the trigger level (halfway from where the killer starts to
+        // nothing left to reclaim), the demand has outrun both, and the
+        // next kill must not wait (lmkd's kill timeout likewise covers only
+        // a victim not yet reaped). Without it a launch allocating faster
+        // than reclaim drove the simulated kernel to its OOM killer within
+        // the settle time (docs/killer.md).
+        let critical = (cfg.trigger_avail_fraction * p.total_bytes as f64 / 2.0) as u64;
+        let outran = p
+            .reaped_settle_until_below
+            .is_some_and(|level| p.avail_bytes < level.min(critical));
+        let settle = if outran { 0 } else { cfg.settle_ms };
+        if p.now_ms.saturating_sub(t) < settle {
             return Err(Reason::KillWaitingForMemory);
         }
     }
@@ -385,6 +577,7 @@ mod tests {
             psi_some_avg10: 0.0,
             psi_some_window: None,
             last_kill_ms: None,
+            reaped_settle_until_below: None,
         }
     }
 
@@ -399,6 +592,25 @@ mod tests {
             protected: false,
             is_self: false,
             oom_score_adj: 900,
+            anon_bytes: None,
+            resident_anon_bytes: None,
+            reuse: None,
+            relaunch_cost_ms: None,
+        }
+    }
+
+    /// A candidate idle since `last_used_ms` with a prediction: reuse
+    /// probability `p`, expected idle `idle_h` hours, relaunch cost `ms`.
+    fn priced(pid: u32, mib: u64, last_used_ms: u64, p: f64, idle_h: f64, ms: f64) -> Candidate {
+        Candidate {
+            anon_bytes: Some(mib * MIB),
+            reuse: Some(ReuseEstimate {
+                p_reuse: p,
+                expected_idle_ms: idle_h * 3_600_000.0,
+                horizon_ms: 7 * 24 * 3_600_000,
+            }),
+            relaunch_cost_ms: Some(ms),
+            ..cand(pid, mib, mib, last_used_ms)
         }
     }
 
@@ -423,32 +635,108 @@ mod tests {
     }
 
     #[test]
-    fn apps_past_the_window_order_by_memory_time() {
+    fn apps_past_the_window_order_by_memory_time_per_expected_relaunch() {
         let cfg = KillerConfig::default();
         let hour = 3_600_000;
         let now = 100 * hour;
-        // A 600 MB app bloated from 300 MB, used 4 h ago (ΔM 300 MB), and a
-        // 300 MB app at its baseline, idle for 40 h (ΔM 0): the idle one
-        // frees 300 MB × 40 h, the bloated one 600 MB × 4 h. ΔM alone took
-        // the app used 4 h ago, which came back sooner (docs/sim.md).
+        // A 2 GB app reused every evening (certain within the week, back in
+        // 5 h, a 1.5 s relaunch) and a 300 MB app opened every few days
+        // (P 0.9, back in 60 h, 150 ms): 2000 × 5 / 1500 ≈ 6.7 against
+        // 300 × 60 / 135 ≈ 133 MB·h per s; the rarely used one goes,
+        // although the big one frees more memory-time by its idle time
+        // (today's order took it: 2000 MB × 19 h against 300 MB × 40 h).
         let c = vec![
-            cand(1, 600, 300, now - 4 * hour),
-            cand(2, 300, 300, now - 40 * hour),
+            priced(1, 2000, now - 19 * hour, 1.0, 5.0, 1500.0),
+            priced(2, 300, now - 40 * hour, 0.9, 60.0, 150.0),
         ];
         let d = choose_victim(&cfg, now, &c);
-        assert_eq!((d.victim, d.reason), (Some(1), Reason::KillHighestNetFreed));
-        assert_eq!(d.net_freed_bytes, 0);
-        // Idle alike: the larger footprint frees more memory-time.
+        assert_eq!(
+            (d.victim, d.reason),
+            (Some(1), Reason::KillLeastExpectedCost)
+        );
+        // Alike in reuse and cost: the larger frees more.
         let c = vec![
-            cand(1, 300, 100, now - 10 * hour),
-            cand(2, 500, 450, now - 10 * hour),
+            priced(1, 300, now - 10 * hour, 0.5, 40.0, 200.0),
+            priced(2, 500, now - 10 * hour, 0.5, 40.0, 200.0),
         ];
         assert_eq!(choose_victim(&cfg, now, &c).victim, Some(1));
-        // A recent app, however large, stays behind every idle one.
-        let c = vec![cand(1, 4000, 100, now - 1000), cand(2, 50, 40, now - hour)];
+        // No history (never seen opened) or a free relaunch: worth most.
+        let c = vec![
+            priced(1, 800, now - hour, 0.9, 10.0, 300.0),
+            cand(2, 50, 40, now - hour),
+        ];
         assert_eq!(choose_victim(&cfg, now, &c).victim, Some(1));
+        assert!(kill_value(&c[1]).is_infinite());
+        assert_eq!(
+            choose_victim(&cfg, now, &c[1..]).reason,
+            Reason::KillNoReuseExpected
+        );
+        let free = priced(3, 10, now - hour, 1.0, 1.0, 0.0);
+        assert!(kill_value(&free).is_infinite());
+        // A recent app, however cheap, stays behind every idle one.
+        let c = vec![
+            priced(1, 4000, now - 1000, 0.01, 160.0, 10.0),
+            priced(2, 50, now - hour, 1.0, 1.0, 2000.0),
+        ];
         let order: Vec<usize> = rank(&cfg, now, &c).iter().map(|r| r.index).collect();
         assert_eq!(order, vec![1, 0]);
+        // The anonymous memory is what a kill frees, not the page cache.
+        let mut a = priced(1, 100, now - hour, 0.5, 10.0, 100.0);
+        a.current_bytes = 900 * MIB;
+        assert_eq!(freed_bytes(&a), 100 * MIB);
+    }
+
+    #[test]
+    fn a_big_app_unused_for_a_week_goes_before_a_small_daily_one() {
+        let cfg = KillerConfig::default();
+        let hour = 3_600_000;
+        let now = 1000 * hour;
+        // A GB-scale app (1.2 GB, a 2.5 s relaunch) last used a week ago,
+        // seldom before (P 0.3 within the week, 140 h away on average), and
+        // a 150 MB chat app used daily (certain, back in 10 h, 100 ms):
+        // 1200 × 140 / 750 ≈ 224 against 150 × 10 / 100 = 15. Pricing the
+        // relaunch does not keep a big app nobody opens.
+        let c = vec![
+            priced(1, 150, now - 20 * hour, 1.0, 10.0, 100.0),
+            priced(2, 1200, now - 168 * hour, 0.3, 140.0, 2500.0),
+        ];
+        assert_eq!(choose_victim(&cfg, now, &c).victim, Some(1));
+    }
+
+    #[test]
+    fn relaunch_cost_is_the_launch_set_read_on_the_curve() {
+        use crate::profile::{ByteRange, LaunchObservation, ObservedFile};
+        use crate::storage::CurvePoint;
+        let curve = ThroughputCurve::new(vec![
+            CurvePoint {
+                block_bytes: 4096,
+                bytes_per_sec: 10e6,
+            },
+            CurvePoint {
+                block_bytes: READAHEAD_BYTES,
+                bytes_per_sec: 100e6,
+            },
+        ])
+        .unwrap();
+        let file = |name: &str, size: u64| ObservedFile {
+            path: format!("/{name}"),
+            size_bytes: size,
+            first_access_us: 0,
+            ranges: vec![ByteRange {
+                start: 0,
+                end: size,
+            }],
+        };
+        let mut p = LaunchProfile::new("a");
+        p.merge_launch(&LaunchObservation {
+            // 100 MB read in readahead windows (1 s) and 4 KiB read whole
+            // at 10 MB/s (0.4096 ms).
+            files: vec![file("big", 100_000_000), file("small", 4096)],
+            ..Default::default()
+        });
+        let ms = relaunch_cost_ms(&p, &curve);
+        assert!((ms - 1000.4096).abs() < 1e-6, "{ms}");
+        assert_eq!(relaunch_cost_ms(&LaunchProfile::new("none"), &curve), 0.0);
     }
 
     #[test]
@@ -538,6 +826,27 @@ mod tests {
     }
 
     #[test]
+    fn a_reaped_kill_waits_only_while_reclaim_can_catch_up() {
+        let cfg = KillerConfig::default();
+        // 8 GB, trigger level 5 % (410 MB), critical below 205 MB.
+        let mut p = pressure(380, 8192, 6000, 300, (2000, 0));
+        p.last_kill_ms = Some(9_900);
+        // Not reaped: the settle time.
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillWaitingForMemory));
+        // Reaped at 380 MB available: still the settle time while memory
+        // stays above half the trigger level.
+        p.reaped_settle_until_below = Some(380 * MIB);
+        p.avail_bytes = 300 * MIB;
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillWaitingForMemory));
+        // Below it and below where the kill was decided: kill at once.
+        p.avail_bytes = 150 * MIB;
+        assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
+        // Memory came back above the kill's level: wait.
+        p.reaped_settle_until_below = Some(100 * MIB);
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillWaitingForMemory));
+    }
+
+    #[test]
     fn stall_percent_from_two_counter_readings() {
         assert_eq!(stall_percent(1_000, 71_000, 1000), Some(7.0));
         assert_eq!(stall_percent(0, 0, 1000), Some(0.0));
@@ -567,6 +876,10 @@ mod tests {
                 protected: p.4,
                 is_self: p.5,
                 oom_score_adj: p.6,
+                anon_bytes: None,
+                resident_anon_bytes: None,
+                reuse: None,
+                relaunch_cost_ms: None,
             }).collect();
             for d in [choose_victim(&cfg, now, &cands), choose_victim_lru(&cfg, &cands)] {
                 match d.victim {

@@ -18,7 +18,8 @@
 //! | [`proactive`] | PMR's batched per-app page-out ahead of bursts, from user space (the PMR paper) |
 //! | [`reclaim`] | Adaptive Memory Reclaimer mode controller (the AppFlow paper Algorithm 1) |
 //! | [`refault`] | re-fault-aware kswapd step (vm.watermark_scale_factor) from the re-fault/direct-reclaim trade-off (the re-fault study §5) |
-//! | [`killer`] | Context-Aware Process Killer ranking by ΔM with recency deferment (the AppFlow paper §4.3) |
+//! | [`killer`] | Context-Aware Process Killer: when to kill and the victim by expected relaunch cost against the memory-time freed (the AppFlow paper §4.3) |
+//! | [`reuse`] | the killer's reuse predictor: visits per hour of day, successors, learned online per user (bounded, saved by the daemon) |
 //! | [`mechanism`] | the traits the policies drive (preload, reclaim, kill) and a recording fake |
 //! | [`policy`] | the policy registry: every policy by name, composing the strategies |
 //! | [`scheduler`] | the whole decision loop as one pure type, driven by the daemon and the simulator |
@@ -40,6 +41,7 @@ pub mod reason;
 pub mod reclaim;
 pub mod refault;
 pub mod report;
+pub mod reuse;
 pub mod rng;
 pub mod scheduler;
 pub mod sizing;

@@ -87,20 +87,61 @@ impl PrepagePlan {
 
     /// The plan cut to at most `room` bytes in all, both kinds scaled by
     /// the same factor (the estimator's mix of anonymous and file pages is
-    /// kept). Prepaged pages are memory the switch takes at once, so like a
-    /// launch stream they never exceed the room above the killer's trigger
-    /// level (the scheduler's rule for everything it brings in).
+    /// kept): [`Self::bounded_waste`] with no precision measured.
     pub fn bounded(&self, room: u64) -> PrepagePlan {
-        let total = self.anon_bytes as u128 + self.file_bytes as u128;
-        if total <= room as u128 {
+        self.bounded_waste(room, Precision::default())
+    }
+
+    /// The memory the plan is expected to waste: its pages the switch will
+    /// not use, `(1 − precision) × bytes` of each kind (all of it for a
+    /// kind whose precision is not measured yet).
+    pub fn expected_waste(&self, p: Precision) -> u64 {
+        self.waste_ppm(p).div_ceil(PPM).min(u64::MAX as u128) as u64
+    }
+
+    /// The expected waste in millionths of a byte (exact integer arithmetic).
+    fn waste_ppm(&self, p: Precision) -> u128 {
+        let keep = |p: Option<f64>| {
+            let unused = 1.0 - p.unwrap_or(0.0).clamp(0.0, 1.0);
+            (unused * PPM as f64).round() as u128
+        };
+        self.anon_bytes as u128 * keep(p.anon) + self.file_bytes as u128 * keep(p.file)
+    }
+
+    /// The plan cut so that its expected waste is at most `room` bytes,
+    /// both kinds scaled by the same factor (the estimator's mix is kept).
+    /// The used share of a plan replaces faults the switch takes anyway,
+    /// with memory it would take anyway; only the pages it will not use
+    /// are extra memory, and those must fit the room above the killer's
+    /// trigger level (the scheduler's rule for everything it brings in;
+    /// the ASAP paper has no such bound). With nothing measured the whole
+    /// plan counts as waste: the plan is cut to the room itself.
+    pub fn bounded_waste(&self, room: u64, p: Precision) -> PrepagePlan {
+        let waste = self.waste_ppm(p).div_ceil(PPM);
+        if waste <= room as u128 {
             return *self;
         }
-        let scale = |b: u64| (b as u128 * room as u128 / total) as u64;
+        // b × room fits in u128 (both below 2^64); the scaled plan's waste
+        // is at most room × (its waste / the rounded-up waste) ≤ room.
+        let scale = |b: u64| (b as u128 * room as u128 / waste) as u64;
         PrepagePlan {
             anon_bytes: scale(self.anon_bytes),
             file_bytes: scale(self.file_bytes),
         }
     }
+}
+
+/// Millionths: the resolution of a precision in the waste bound.
+const PPM: u128 = 1_000_000;
+
+/// Measured precision of the switch prepaging, per kind of page (None: that
+/// kind was never prepaged).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Precision {
+    /// Anonymous pages: used / prepaged.
+    pub anon: Option<f64>,
+    /// File pages: used / prepaged.
+    pub file: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -119,9 +160,25 @@ pub struct Feedback {
     pub used: u64,
     /// Footprint bytes of the switches that prepaged.
     pub footprint: u64,
+    /// Of the bytes prepaged, the anonymous ones (the rest are file bytes).
+    pub prepaged_anon: u64,
+    /// Of the bytes used, the anonymous ones.
+    pub used_anon: u64,
 }
 
 impl Feedback {
+    /// The measured precision of each kind of page.
+    pub fn precision_by_kind(&self) -> Precision {
+        let p = |used: u64, prepaged: u64| (prepaged > 0).then(|| used as f64 / prepaged as f64);
+        Precision {
+            anon: p(self.used_anon, self.prepaged_anon),
+            file: p(
+                self.used - self.used_anon,
+                self.prepaged - self.prepaged_anon,
+            ),
+        }
+    }
+
     /// used / prepaged.
     pub fn precision(&self) -> Option<f64> {
         (self.prepaged > 0).then(|| self.used as f64 / self.prepaged as f64)
@@ -172,6 +229,8 @@ impl FootprintTable {
             self.feedback.prepaged += prepaged;
             self.feedback.used += o.used_anon + o.used_file;
             self.feedback.footprint += anon + file;
+            self.feedback.prepaged_anon += o.prepaged_anon;
+            self.feedback.used_anon += o.used_anon;
         }
     }
 
@@ -194,7 +253,7 @@ mod tests {
     fn the_plan_follows_the_last_footprint_and_drops_unused_pages() {
         let mut t = FootprintTable::new();
         assert!(t.plan("A").is_empty());
-        // First window (the cold launch): everything on demand.
+        // First switch: nothing prepaged, everything on demand.
         t.observe(
             "A",
             &SwitchObservation {
@@ -258,5 +317,82 @@ mod tests {
         };
         let b = big.bounded(1000);
         assert!(b.anon_bytes + b.file_bytes <= 1000);
+    }
+
+    #[test]
+    fn only_the_expected_waste_needs_room() {
+        let mut t = FootprintTable::new();
+        assert_eq!(t.feedback.precision_by_kind(), Precision::default());
+        // Anonymous: 44 of 100 used; file: 30 of 40.
+        t.observe(
+            "A",
+            &SwitchObservation {
+                prepaged_anon: 100,
+                prepaged_file: 40,
+                used_anon: 44,
+                used_file: 30,
+                ..Default::default()
+            },
+        );
+        let p = t.feedback.precision_by_kind();
+        assert_eq!(p.anon, Some(0.44));
+        assert_eq!(p.file, Some(0.75));
+        let plan = PrepagePlan {
+            anon_bytes: 1000,
+            file_bytes: 400,
+        };
+        // Waste: 0.56 × 1000 + 0.25 × 400 = 660.
+        assert_eq!(plan.expected_waste(p), 660);
+        assert_eq!(plan.bounded_waste(660, p), plan);
+        assert_eq!(
+            plan.bounded_waste(330, p),
+            PrepagePlan {
+                anon_bytes: 500,
+                file_bytes: 200
+            }
+        );
+        // Nothing measured: the whole plan is waste (the plain room bound).
+        assert_eq!(plan.expected_waste(Precision::default()), 1400);
+        assert_eq!(
+            plan.bounded_waste(700, Precision::default()),
+            plan.bounded(700)
+        );
+        // Only one kind measured: the other counts whole.
+        let anon_only = Precision {
+            anon: Some(0.5),
+            file: None,
+        };
+        assert_eq!(plan.expected_waste(anon_only), 900);
+        // All used: no room needed; no room and nothing used: nothing.
+        let all = Precision {
+            anon: Some(1.0),
+            file: Some(1.0),
+        };
+        assert_eq!(plan.bounded_waste(0, all), plan);
+        assert!(plan.bounded_waste(0, Precision::default()).is_empty());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_bounded_plan_wastes_at_most_the_room(
+            anon in proptest::prelude::any::<u64>(),
+            file in proptest::prelude::any::<u64>(),
+            room in proptest::prelude::any::<u64>(),
+            pa in proptest::option::of(0.0f64..=1.0),
+            pf in proptest::option::of(0.0f64..=1.0),
+        ) {
+            let plan = PrepagePlan { anon_bytes: anon, file_bytes: file };
+            let p = Precision { anon: pa, file: pf };
+            let b = plan.bounded_waste(room, p);
+            proptest::prop_assert!(b.anon_bytes <= anon && b.file_bytes <= file);
+            if plan.expected_waste(p) <= room {
+                proptest::prop_assert_eq!(b, plan);
+            } else {
+                proptest::prop_assert!(b.expected_waste(p) <= room);
+            }
+            // More room never gives a smaller plan.
+            let more = plan.bounded_waste(room.saturating_add(room / 2 + 1), p);
+            proptest::prop_assert!(more.anon_bytes >= b.anon_bytes && more.file_bytes >= b.file_bytes);
+        }
     }
 }

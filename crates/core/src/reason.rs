@@ -61,8 +61,9 @@ pub enum Reason {
     ReclaimColdMarked = 115,
 
     // --- killer (2xx) ---
-    /// Killed: first in AppFlow's order among non-recent background apps
-    /// (the memory-time a kill frees, M_current × time since last use; then ΔM).
+    /// The kill trigger fired (`killer::should_kill`). Until the expected-cost
+    /// order (208) it was also the reason of a kill of the first non-recent
+    /// app in AppFlow's order (ΔM, then the memory-time since last use).
     KillHighestNetFreed = 200,
     /// Killed: only recently used apps were left (deferment exhausted).
     KillRecentLastResort = 201,
@@ -80,12 +81,25 @@ pub enum Reason {
     /// Killed by the kernel's OOM killer: an allocation could not be met
     /// (simulator kernel model; on Linux the kernel does it, not appflow).
     KillKernelOom = 207,
+    /// Killed: among the apps past the recency window, the one whose kill
+    /// frees the most memory-time per millisecond of expected relaunch
+    /// (memory freed × expected time until reuse, over the probability of
+    /// reuse × its relaunch cost; `killer::kill_value`).
+    KillLeastExpectedCost = 208,
+    /// No kill: the victim's resident anonymous memory was paged out to
+    /// swap instead (reclaim, not kill), and the page-out kept up with what
+    /// was missing or with the domain's allocation.
+    KillAvoidedByPageOut = 209,
     /// Excluded: foreground app.
     ExcludedForeground = 210,
     /// Excluded: protected or system process.
     ExcludedProtected = 211,
     /// Excluded: the daemon itself.
     ExcludedSelf = 212,
+    /// Killed: among the apps past the recency window, one with no reuse
+    /// expected (no history of it being opened) or a relaunch that costs
+    /// nothing, the most memory freed first.
+    KillNoReuseExpected = 213,
 
     // --- preloader (3xx) ---
     /// Cutoffs chosen by the exact multiple-choice knapsack.
@@ -139,9 +153,12 @@ impl Reason {
             KillLruByAdj => "kill_lru_by_adj",
             KillDeferredRecent => "kill_deferred_recent",
             KillKernelOom => "kill_kernel_oom",
+            KillLeastExpectedCost => "kill_least_expected_cost",
+            KillAvoidedByPageOut => "kill_avoided_by_page_out",
             ExcludedForeground => "excluded_foreground",
             ExcludedProtected => "excluded_protected",
             ExcludedSelf => "excluded_self",
+            KillNoReuseExpected => "kill_no_reuse_expected",
             CutoffsSolved => "cutoffs_solved",
             CutoffsBudgetSlack => "cutoffs_budget_slack",
             PreloadSmallFile => "preload_small_file",
@@ -169,6 +186,11 @@ mod tests {
         assert_eq!(Reason::ReclaimBurstDetected.code(), 101);
         assert_eq!(Reason::KillHighestNetFreed.code(), 200);
         assert_eq!(Reason::CutoffsSolved.code(), 300);
+        assert_eq!(Reason::KillKernelOom.code(), 207);
+        assert_eq!(Reason::KillLeastExpectedCost.code(), 208);
+        assert_eq!(Reason::KillAvoidedByPageOut.code(), 209);
+        assert_eq!(Reason::ExcludedForeground.code(), 210);
+        assert_eq!(Reason::KillNoReuseExpected.code(), 213);
         assert_eq!(
             Reason::KillHighestNetFreed.to_string(),
             "kill_highest_net_freed(200)"

@@ -61,6 +61,11 @@ pub struct ReclaimConfig {
     pub rebalance_step_bytes: u64,
     /// Rebalancing gives up after this long, ms.
     pub rebalance_max_ms: u64,
+    /// The re-fault policy lowers kswapd's step only when the direct share
+    /// over this long (the last windows, summed) is low as well, ms; 0
+    /// judges each window alone. Default: three minutes (the re-fault
+    /// study's measurements, §3.2 Fig. 3; `crate::refault::REGIME_MS`).
+    pub refault_regime_ms: u64,
 }
 
 impl Default for ReclaimConfig {
@@ -76,6 +81,7 @@ impl Default for ReclaimConfig {
             anon_target_share: 0.0,
             rebalance_step_bytes: 32 * MIB,
             rebalance_max_ms: 5_000,
+            refault_regime_ms: crate::refault::REGIME_MS,
         }
     }
 }
@@ -131,6 +137,9 @@ impl ReclaimConfig {
         }
         if !(1..=3_600_000).contains(&self.rebalance_max_ms) {
             return Err("reclaim.rebalance_max_ms must be in 1..=3600000".into());
+        }
+        if self.refault_regime_ms > 86_400_000 {
+            return Err("reclaim.refault_regime_ms must be in 0..=86400000".into());
         }
         Ok(())
     }

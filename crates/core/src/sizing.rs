@@ -76,6 +76,15 @@ pub struct Sizing {
     pub alloc_measured: bool,
 }
 
+/// N_alloc's least value, pages per tick: what reading alone makes at the
+/// readiness rule's demand floor (half the storage's 4 KiB throughput), so
+/// that an app reading its files is never taken for an allocation burst.
+pub fn alloc_floor_pages(curve: &ThroughputCurve, tick_ms: u64) -> u64 {
+    (ReadinessConfig::for_device(curve).quiet_floor_pages_per_s as f64 * tick_ms as f64 / 1000.0)
+        .ceil()
+        .max(1.0) as u64
+}
+
 /// Derives M_F and N_alloc for a domain of `total_bytes` from the apps'
 /// launches ([`launch_need`], by app). `fraction`: M_F's least share of the
 /// domain; `floor_bytes`: the killer's trigger level (M_F never above the
@@ -97,11 +106,7 @@ pub fn derive(
         Some((name, n)) if n.need_bytes > least => (n.need_bytes.min(most), Some(name.clone())),
         _ => (least, None),
     };
-    let floor_pages = (ReadinessConfig::for_device(curve).quiet_floor_pages_per_s as f64
-        * tick_ms as f64
-        / 1000.0)
-        .ceil()
-        .max(1.0) as u64;
+    let floor_pages = alloc_floor_pages(curve, tick_ms);
     let slowest = needs
         .iter()
         .filter_map(|(name, n)| n.rate_pages_per_tick.map(|r| (name, n, r)))
@@ -147,6 +152,7 @@ pub fn checks(
     low_memory_bytes: u64,
     alloc_threshold_pages: u64,
     total_bytes: u64,
+    floor_pages: u64,
 ) -> Vec<Check> {
     if needs.is_empty() {
         return vec![Check {
@@ -174,16 +180,24 @@ pub fn checks(
         let Some(rate) = n.rate_pages_per_tick else {
             continue;
         };
+        // Below the floor, reading alone would pass for a burst: a launch
+        // that allocates that slowly is held by the floor.
+        let at_floor = rate / 2.0 < floor_pages as f64;
         out.push(Check {
-            ok: (alloc_threshold_pages as f64) <= rate / 2.0 + 1.0,
+            ok: (alloc_threshold_pages as f64) <= (rate / 2.0).max(floor_pages as f64) + 1.0,
             what: format!(
                 "N_alloc {alloc_threshold_pages} pages/tick against half of {name}'s launch rate, \
-                 {:.0} pages/tick ({})",
+                 {:.0} pages/tick ({}){}",
                 rate / 2.0,
                 if n.measured {
                     "measured here"
                 } else {
                     "from its profile"
+                },
+                if at_floor {
+                    format!(", under the storage's floor of {floor_pages}")
+                } else {
+                    String::new()
                 }
             ),
         });
@@ -248,14 +262,38 @@ mod tests {
         needs.insert("ml".to_string(), need(2700 * MIB, Some(17_000.0)));
         needs.insert("office".to_string(), need(300 * MIB, Some(4_000.0)));
         // The issue's hand sizing: N_alloc 12,800, M_F 3.2 GiB.
-        let c = checks(&needs, 3277 * MIB, 12_800, 4 * GIB);
+        let c = checks(&needs, 3277 * MIB, 12_800, 4 * GIB, 784);
         assert!(c[0].ok, "{c:?}");
         assert_eq!(c.iter().filter(|c| !c.ok).count(), 2, "{c:?}");
-        let c = checks(&needs, 3277 * MIB, 2000, 4 * GIB);
+        let c = checks(&needs, 3277 * MIB, 2000, 4 * GIB, 784);
         assert!(c.iter().all(|c| c.ok), "{c:?}");
-        let c = checks(&needs, 600 * MIB, 2000, 4 * GIB);
+        let c = checks(&needs, 600 * MIB, 2000, 4 * GIB, 784);
         assert!(!c[0].ok);
-        assert!(!checks(&BTreeMap::new(), 0, 1, 1)[0].ok);
+        assert!(!checks(&BTreeMap::new(), 0, 1, 1, 1)[0].ok);
+    }
+
+    /// The docs' demo app reads 68 MiB and allocates next to nothing: half
+    /// its measured rate (119 pages per tick) is under the storage's floor,
+    /// where `derive` holds N_alloc. The check agrees with `derive` (it
+    /// warned about the derived value before).
+    #[test]
+    fn checks_accept_the_floor_derive_holds_a_slow_launch_at() {
+        let curve = ThroughputCurve::phone_default();
+        let mut needs = BTreeMap::new();
+        needs.insert("demo".to_string(), need(68 * MIB, Some(119.0)));
+        let s = derive(&needs, 512 * MIB, 0.15, 25 * MIB, &curve, 100);
+        let floor = alloc_floor_pages(&curve, 100);
+        assert_eq!(s.alloc_threshold_pages, floor);
+        let c = checks(
+            &needs,
+            s.low_memory_bytes,
+            s.alloc_threshold_pages,
+            512 * MIB,
+            floor,
+        );
+        assert!(c.iter().all(|c| c.ok), "{c:?}");
+        let c = checks(&needs, s.low_memory_bytes, floor * 2, 512 * MIB, floor);
+        assert!(c.iter().any(|c| !c.ok), "{c:?}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! directory), so a crash leaves either the old or the new file, never half.
 
 use appflow_core::profile::{LaunchObservation, LaunchProfile, ProfileError};
+use appflow_core::reuse::{UsageError, UsageModel};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +16,9 @@ use thiserror::Error;
 
 /// The profiles' subdirectory of the state directory.
 pub const PROFILES_DIR: &str = "profiles";
+/// The killer's reuse predictor in the state directory (beside the
+/// profiles, not among them).
+pub const USAGE_FILE: &str = "usage.json";
 pub use appflow_core::MAX_APP_NAME_BYTES;
 
 /// Why a profile could not be stored or loaded.
@@ -57,6 +61,15 @@ pub enum StoreError {
         #[source]
         source: io::Error,
     },
+    /// The saved reuse predictor cannot be used.
+    #[error("{}: {source}", path.display())]
+    Usage {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        source: UsageError,
+    },
     /// A profile file holds another app's profile.
     #[error("{}: holds the profile of app {found:?}, not {expected:?}", path.display())]
     WrongApp {
@@ -79,6 +92,7 @@ impl StoreError {
             StoreError::BadAppName { .. }
                 | StoreError::Unreadable { .. }
                 | StoreError::Profile { .. }
+                | StoreError::Usage { .. }
                 | StoreError::WrongApp { .. }
         )
     }
@@ -335,5 +349,130 @@ impl ProfileStore {
         p.merge_launch(obs);
         self.save(&p)?;
         Ok(p)
+    }
+}
+
+/// Loads the killer's reuse predictor from `<state_dir>/usage.json`
+/// (`None` when there is none yet). A corrupt, foreign or future file is
+/// an error the caller reports and skips: the killer then starts learning
+/// anew, never fatal.
+pub fn load_usage(state_dir: &Path) -> Result<Option<UsageModel>, StoreError> {
+    let path = state_dir.join(USAGE_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(&path)(e)),
+    };
+    UsageModel::from_json(&text)
+        .map(Some)
+        .map_err(|source| StoreError::Usage { path, source })
+}
+
+/// The saved reuse predictor for a daemon start. A file that cannot be
+/// used (corrupt, foreign, another version, out of bounds) is logged with
+/// what is wrong and moved aside as `usage.json.bad-<unix ms>` (kept, not
+/// lost; a dry run leaves it in place); the daemon then learns anew.
+pub fn restore_usage(state_dir: &Path, dry_run: bool, unix_ms: u64) -> Option<UsageModel> {
+    match load_usage(state_dir) {
+        Ok(m) => m,
+        Err(e) => {
+            let path = state_dir.join(USAGE_FILE);
+            let aside = state_dir.join(format!("{USAGE_FILE}.bad-{unix_ms}"));
+            if !dry_run && e.is_input_error() && std::fs::rename(&path, &aside).is_ok() {
+                tracing::warn!(error = %e, moved_to = %aside.display(),
+                    "reuse predictor not restored; learning anew");
+            } else {
+                tracing::warn!(error = %e, "reuse predictor not restored; learning anew");
+            }
+            None
+        }
+    }
+}
+
+/// Saves the killer's reuse predictor atomically. Its size is bounded: per
+/// app by the model, in apps by the scheduler's app table.
+pub fn save_usage(state_dir: &Path, m: &UsageModel) -> Result<PathBuf, StoreError> {
+    let path = state_dir.join(USAGE_FILE);
+    create_private_dir(state_dir).map_err(io_err(state_dir))?;
+    let text = serde_json::to_string(m).map_err(|e| StoreError::Usage {
+        path: path.clone(),
+        source: UsageError::Malformed(e.to_string()),
+    })?;
+    write_atomic(&path, text.as_bytes()).map_err(io_err(&path))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reuse_predictor_survives_a_restart_and_a_bad_file_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(load_usage(dir.path()).unwrap().is_none());
+        let mut m = UsageModel::new();
+        for d in 0..10u64 {
+            m.record_open("chat", d * 86_400_000 + 9 * 3_600_000, 1_800_000);
+            m.record_open("game", d * 86_400_000 + 21 * 3_600_000, 1_800_000);
+        }
+        save_usage(dir.path(), &m).unwrap();
+        let back = load_usage(dir.path()).unwrap().unwrap();
+        assert_eq!(back, m);
+        let now = 10 * 86_400_000 + 15 * 3_600_000;
+        let (a, b) = (
+            m.estimate("game", Some("chat"), now, 7 * 86_400_000),
+            back.estimate("game", Some("chat"), now, 7 * 86_400_000),
+        );
+        assert_eq!(a, b);
+        // A foreign or corrupt file is an error to report, not a panic.
+        std::fs::write(
+            dir.path().join(USAGE_FILE),
+            "{\"format\":\"x\",\"version\":9}",
+        )
+        .unwrap();
+        let e = load_usage(dir.path()).unwrap_err();
+        assert!(
+            e.is_input_error() && e.to_string().contains("usage.json"),
+            "{e}"
+        );
+        std::fs::write(dir.path().join(USAGE_FILE), "garbage").unwrap();
+        let e = load_usage(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("usage.json") && e.contains("not a usage model"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_bad_predictor_file_is_set_aside_and_the_daemon_starts_fresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(USAGE_FILE);
+        // Missing: nothing to restore.
+        assert!(restore_usage(dir.path(), false, 7).is_none());
+        // A good one comes back whole.
+        let mut m = UsageModel::new();
+        m.record_open("chat", 9 * 3_600_000, 60_000);
+        save_usage(dir.path(), &m).unwrap();
+        assert_eq!(restore_usage(dir.path(), false, 7), Some(m.clone()));
+        // A foreign one: refused, kept aside, and the next start is fresh.
+        let foreign = "{\"format\":\"other\",\"version\":1,\"apps\":{}}";
+        std::fs::write(&file, foreign).unwrap();
+        let e = load_usage(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("usage.json") && e.contains("format"), "{e}");
+        assert!(restore_usage(dir.path(), true, 8).is_none());
+        assert!(file.exists(), "a dry run moves nothing");
+        assert!(restore_usage(dir.path(), false, 8).is_none());
+        assert!(!file.exists());
+        let aside = dir.path().join(format!("{USAGE_FILE}.bad-8"));
+        assert_eq!(std::fs::read_to_string(aside).unwrap(), foreign);
+        assert!(load_usage(dir.path()).unwrap().is_none());
+        // Truncated mid-write (as no atomic write leaves it, but a disk may).
+        let full = serde_json::to_string(&m).unwrap();
+        std::fs::write(&file, &full[..full.len() / 2]).unwrap();
+        assert!(restore_usage(dir.path(), false, 9).is_none());
+        assert!(dir.path().join(format!("{USAGE_FILE}.bad-9")).exists());
+        // Saving anew after a fresh start works.
+        save_usage(dir.path(), &m).unwrap();
+        assert_eq!(restore_usage(dir.path(), false, 10), Some(m));
     }
 }

@@ -44,7 +44,8 @@ fn config(dir: &Path, domain: &str, extra_daemon: &str) -> (PathBuf, PathBuf) {
     let socket = dir.join("appflow.sock");
     let text = format!(
         "[daemon]\nsocket = \"{}\"\nstate_dir = \"{}\"\npolicy = \"refault\"\n{extra_daemon}\n\
-         [preload]\nenabled = false\n[killer]\nenabled = false\n{domain}\n",
+         [preload]\nenabled = false\n[killer]\nenabled = false\n\
+         [reclaim]\nrefault_regime_ms = 0\n{domain}\n",
         socket.display(),
         dir.join("state").display(),
     );

@@ -197,8 +197,14 @@ pub(crate) struct AppState {
     pub stream: Cells,
     /// Page sums of own, held, stream.
     pub sum: [u64; 3],
+    /// Page cache of the app's files that is not one of its launch-file
+    /// cells: the pages a switch's prepaging read and the switch did not
+    /// use (never referenced).
     pub other_file: u64,
     pub anon_res: u64,
+    /// Of `anon_res`, the pages a switch's prepaging brought back and the
+    /// switch did not use (never referenced).
+    pub unused_anon: u64,
     pub anon_zram: u64,
     pub anon_swap: u64,
     pub grow_target: u64,
@@ -562,6 +568,9 @@ impl<'a> Sim<'a> {
             p.start_time = s.start_ms;
             p.oom_score_adj = adj;
             p.footprint_bytes = Some(footprint);
+            // smaps_rollup's Anonymous and Swap (zram and flash swap).
+            p.anon_bytes = Some(s.anon_res * PAGE_BYTES);
+            p.swap_bytes = Some((s.anon_zram + s.anon_swap) * PAGE_BYTES);
         }
         out.truncate(n);
     }
@@ -703,7 +712,7 @@ impl<'a> Sim<'a> {
         // Whatever the worker still holds for the launch is the app's now;
         // switch prepaging ends with the switch.
         self.release_stream(a);
-        self.prepage_job = None;
+        self.end_prepage(a);
         self.launching = None;
         self.finish_launch(a, kind);
         LaunchRecord {

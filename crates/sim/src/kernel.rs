@@ -146,6 +146,11 @@ impl Sim<'_> {
             if self.ariadne() && s.zcls.iter().sum::<u64>() != s.anon_zram {
                 return Err(format!("app {i} hotness classes drift from its zram pages"));
             }
+            if s.unused_anon > s.anon_res {
+                return Err(format!(
+                    "app {i} has more unused prepaged pages than resident ones"
+                ));
+            }
             anon += s.anon_res;
             zram += s.anon_zram;
             swap += s.anon_swap;
@@ -239,6 +244,17 @@ impl Sim<'_> {
         // call.
         let order = std::mem::take(&mut self.lru);
         let fg = self.fg;
+        // 0. Pages never referenced (a switch's prepaging read them and the
+        //    switch did not use them): the inactive list's tail, whichever
+        //    app they belong to.
+        for &a in &order {
+            if got >= n {
+                break;
+            }
+            let t = self.st[a].other_file.min(n - got);
+            self.st[a].other_file -= t;
+            got += t;
+        }
         // 1. background apps, oldest first: their own pages and other cache.
         'passes: for pass in 0..4 {
             for &a in &order {
@@ -263,11 +279,6 @@ impl Sim<'_> {
                         self.held_total -= t;
                     }
                     self.st[a].evicted_outstanding += t;
-                    got += t;
-                }
-                if (pass == 0 && !is_fg) || (pass == 3 && is_fg) {
-                    let t = self.st[a].other_file.min(n - got);
-                    self.st[a].other_file -= t;
                     got += t;
                 }
             }
@@ -314,6 +325,25 @@ impl Sim<'_> {
         } else {
             &[None]
         };
+        // Pages never referenced (a switch's prepaging brought them back
+        // and the switch did not use them) go first, whichever app they
+        // belong to: they are the inactive list's tail. (No policy prepages
+        // under the Ariadne variant, whose classes hold every page.)
+        if !self.ariadne() {
+            for &a in order {
+                if got >= n {
+                    break;
+                }
+                if only.is_none() && (Some(a) == self.fg || Some(a) == self.launching) {
+                    continue;
+                }
+                let (z, f) = self.swap_out(a, self.st[a].unused_anon.min(n - got));
+                self.st[a].unused_anon -= z + f;
+                cpu += z as f64 * ms_per_page;
+                flash += f as f64 * PAGE_BYTES as f64 / self.swap_write_rate() * 1000.0;
+                got += z + f;
+            }
+        }
         for &class in passes {
             for &a in order {
                 if got >= n {
@@ -326,15 +356,10 @@ impl Sim<'_> {
                     Some(c) => self.ariadne_resident(a, c),
                     None => self.st[a].anon_res,
                 };
-                let mut t = avail.min(n - got);
-                let z = t.min(self.zram_cap - self.zram_stored);
-                let f = (t - z).min(self.swap_cap - self.swap_used);
-                t = z + f;
-                self.st[a].anon_res -= t;
-                self.st[a].anon_zram += z;
-                self.st[a].anon_swap += f;
-                self.zram_stored += z;
-                self.swap_used += f;
+                let (z, f) = self.swap_out(a, avail.min(n - got));
+                let t = z + f;
+                let s = &mut self.st[a];
+                s.unused_anon = s.unused_anon.min(s.anon_res);
                 if let Some(c) = class {
                     self.ariadne_stored(a, c, z);
                 }
@@ -347,6 +372,20 @@ impl Sim<'_> {
         self.anon_total -= got;
         self.counters.evicted_anon_pages += got;
         (got, cpu, flash)
+    }
+
+    /// Moves up to `n` resident anonymous pages of `a` to zram, then to
+    /// flash swap, as far as they have room. Returns (to zram, to flash).
+    fn swap_out(&mut self, a: usize, n: u64) -> (u64, u64) {
+        let z = n.min(self.zram_cap - self.zram_stored);
+        let f = (n - z).min(self.swap_cap - self.swap_used);
+        let s = &mut self.st[a];
+        s.anon_res -= z + f;
+        s.anon_zram += z;
+        s.anon_swap += f;
+        self.zram_stored += z;
+        self.swap_used += f;
+        (z, f)
     }
 
     /// Reclaims until `want` pages are free (net) or `budget_ms` of work is
@@ -603,6 +642,10 @@ impl Sim<'_> {
                     protected: false,
                     is_self: false,
                     oom_score_adj: adj,
+                    anon_bytes: None,
+                    resident_anon_bytes: None,
+                    reuse: None,
+                    relaunch_cost_ms: None,
                 };
                 (a, c)
             })
@@ -629,6 +672,7 @@ impl Sim<'_> {
         self.zram_stored -= s.anon_zram;
         self.swap_used -= s.anon_swap;
         s.anon_res = 0;
+        s.unused_anon = 0;
         s.anon_zram = 0;
         s.anon_swap = 0;
         s.alive = false;

@@ -1,6 +1,7 @@
 //! Output: terminal table, CSV, JSON (the `RunReport` format), an SVG
 //! plot, and the paper's own reported figures for `--compare-paper`.
 
+use appflow_core::prepage::{ANON_INVARIANT_SHARE, FILE_INVARIANT_SHARE};
 use appflow_core::report::{PolicyResult, RunReport};
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -252,6 +253,9 @@ pub fn paper_figures(device: &str, workload: &str) -> Vec<PaperFigure> {
     if workload == "multitask" {
         v.extend(peer_figures());
     }
+    if matches!(workload, "multitask" | "trace") {
+        v.extend(ASAP_PRECISION);
+    }
     if workload == "trace" {
         v.push(rel(
             "Fig. 19 §6.6",
@@ -357,13 +361,38 @@ fn peer_figures() -> Vec<PaperFigure> {
     ]
 }
 
+/// ASAP's measured precision per kind beside the share of a switch's pages
+/// its next switch touches again (the ASAP paper, "Optimized SFE for Each
+/// Type of Pages"): the precision a switch footprint predicts at best.
+const ASAP_PRECISION: [PaperFigure; 2] = [
+    PaperFigure {
+        source: "ASAP SFE",
+        metric: "prepage_precision_anon",
+        policy: "asap",
+        baseline: "",
+        value: ANON_INVARIANT_SHARE,
+        relative: false,
+        text: "ASAP: 44 % of a switch's anonymous pages are invariant across switches",
+    },
+    PaperFigure {
+        source: "ASAP SFE",
+        metric: "prepage_precision_file",
+        policy: "asap",
+        baseline: "",
+        value: FILE_INVARIANT_SHARE,
+        relative: false,
+        text: "ASAP: 75 % of a switch's file pages are invariant across switches",
+    },
+];
+
 /// Reads a metric of a policy's result. Keys: `cold_mean`, `cold_p90`,
 /// `under_1s_share`, `cold_relaunches`, `survivors`, `kills`,
 /// `direct_reclaims`, `relaunch_mean`, `gb_cold_relaunches`,
 /// `cold_mean:<App>` (one app's mean cold launch), `refault_ratio`,
 /// `kills_total` (kills over the whole run), `switch_mean` (mean of the
 /// measured warm and hot relaunches, derived from `relaunch_ms_mean`, the
-/// cold mean and `launch_kinds`).
+/// cold mean and `launch_kinds`), `prepage_precision_anon` /
+/// `prepage_precision_file` (ASAP's measured precision per kind).
 pub fn metric(r: &PolicyResult, key: &str) -> Option<f64> {
     let s = &r.summary;
     let ex = |k: &str| r.extra.get(k).and_then(Value::as_f64);
@@ -379,6 +408,8 @@ pub fn metric(r: &PolicyResult, key: &str) -> Option<f64> {
         "gb_cold_relaunches" => ex("gb_scale_cold_relaunches")?,
         "refault_ratio" => s.refault_ratio,
         "kills_total" => ex("kills_total")?,
+        "prepage_precision_anon" => r.extra.get("prepage")?.get("precision_anon")?.as_f64()?,
+        "prepage_precision_file" => r.extra.get("prepage")?.get("precision_file")?.as_f64()?,
         "switch_mean" => {
             let kinds = r.extra.get("launch_kinds")?;
             let n = |k: &str| kinds.get(k).and_then(Value::as_f64).unwrap_or(0.0);
@@ -520,7 +551,13 @@ pub fn table(report: &RunReport, compare_paper: bool) -> String {
                 let fmt = |x: f64| {
                     if f.relative {
                         pct(x)
-                    } else if f.metric == "under_1s_share" || f.metric == "refault_ratio" {
+                    } else if matches!(
+                        f.metric,
+                        "under_1s_share"
+                            | "refault_ratio"
+                            | "prepage_precision_anon"
+                            | "prepage_precision_file"
+                    ) {
                         format!("{:.1} %", x * 100.0)
                     } else {
                         format!("{x:.1}")

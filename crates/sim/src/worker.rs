@@ -142,6 +142,19 @@ impl Sim<'_> {
         read
     }
 
+    /// The switch of `a` is over, and its prepaging with it: the anonymous
+    /// pages it brought back that the switch did not use stay resident,
+    /// never referenced (the kernel's reclaim takes them first).
+    pub(crate) fn end_prepage(&mut self, a: usize) {
+        self.prepage_job = None;
+        let w = self.st[a].window;
+        let unused = w.prepaged_anon.saturating_sub(w.used_anon);
+        if unused > 0 {
+            let s = &mut self.st[a];
+            s.unused_anon = (s.unused_anon + unused).min(s.anon_res);
+        }
+    }
+
     /// Pages held by the preloader before launch (the standby sets).
     pub fn standby_pages(&self) -> u64 {
         self.held_total

@@ -43,6 +43,7 @@ fn args(device: &str, workload: &str, policy: &str) -> SimArgs {
         population: None,
         preload_budget_mb: None,
         kswapd_batch_kib: None,
+        multitask_rounds: None,
         list: false,
         per_user: None,
         threads: 0,

@@ -38,6 +38,7 @@ use crate::reason::Reason;
 use crate::reclaim::{ReclaimController, ReclaimMode};
 use crate::storage::ThroughputCurve;
 pub use config::SchedulerConfig;
+pub use killing::{KillOutlook, OutlookEntry};
 use serde::{Deserialize, Serialize};
 pub use stats::Stats;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -122,6 +123,14 @@ pub struct ProcInfo {
     pub oom_score_adj: i32,
     /// Resident + swapped bytes (read only when the killer needs it).
     pub footprint_bytes: Option<u64>,
+    /// Resident anonymous bytes (`Anonymous:` of smaps_rollup; read with
+    /// the footprint): what a page-out could move to swap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anon_bytes: Option<u64>,
+    /// Swapped-out anonymous bytes (`Swap:`; read with the footprint).
+    /// Resident and swapped anonymous memory is what a kill frees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap_bytes: Option<u64>,
     /// The driver found it protected by where it runs (the daemon's
     /// `[killer] protected_cgroups`): never killed nor paged out, like a
     /// protected name.
@@ -267,6 +276,10 @@ pub struct Decision {
     /// Timeline mark, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mark: Option<Mark>,
+    /// For a kill: why the victim won, with the candidates it was ranked
+    /// against (their predicted reuse, relaunch cost and memory freed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<Box<crate::killer::KillExplanation>>,
 }
 
 /// Everything the scheduler acts through. One object may implement all
@@ -327,6 +340,9 @@ struct AppState {
     /// (kept only by policies that prepage switches), each with the number
     /// of the last tick that attributed it (see `note_app_procs`).
     seen: BTreeMap<ProcId, u64>,
+    /// The app's open foreground window is a switch (not its launch): only
+    /// a switch's window teaches ASAP's estimator (`end_window`).
+    switch_window: bool,
     /// A `background` event said so, and no `launch` or `foreground` came
     /// since: its processes are background whatever their adj or activity.
     background_notified: bool,
@@ -368,6 +384,9 @@ pub struct Scheduler {
     foreground: Option<String>,
     fg_notified: bool,
     last_kill_ms: Option<u64>,
+    /// After a reaped kill, the available memory below which the settle
+    /// time ends (`killer::PressureState::reaped_settle_until_below`).
+    reaped_settle_until_below: Option<u64>,
     last_kill_reason: Option<Reason>,
     /// (ms, cumulative PSI some µs) of recent ticks, oldest first: the
     /// killer's stall window (`killer.capacity_stall_window_ms`).
@@ -405,6 +424,16 @@ pub struct Scheduler {
     recent: VecDeque<Decision>,
     /// What the scheduler did, counted.
     pub stats: Stats,
+    /// The killer's reuse predictor (this user's history; the daemon saves it).
+    usage: crate::reuse::UsageModel,
+    /// Each profiled app's relaunch cost on the curve, ms (recomputed when
+    /// the profiles or the curve change).
+    relaunch_costs: BTreeMap<String, f64>,
+    /// Wall clock minus the monotonic clock, ms, from the latest tick
+    /// (events carry the monotonic clock; the predictor's hours are wall time).
+    unix_offset_ms: Option<i64>,
+    /// The latest explained kill (shown by `appflow status`).
+    last_kill_explained: Option<Box<crate::killer::KillExplanation>>,
     /// The latest domain sample.
     pub last_sample: Option<DomainSample>,
     /// n_alloc of the latest tick, pages per reclaim tick.
@@ -421,6 +450,7 @@ impl Scheduler {
         declared: &[String],
         self_pids: &[u32],
     ) -> Self {
+        let regime_ms = cfg.reclaim.refault_regime_ms;
         let apps = declared
             .iter()
             .map(|a| (a.clone(), AppState::default()))
@@ -444,6 +474,7 @@ impl Scheduler {
             foreground: None,
             fg_notified: false,
             last_kill_ms: None,
+            reaped_settle_until_below: None,
             last_kill_reason: None,
             psi_history: VecDeque::new(),
             ef_reapply_at_ms: 0,
@@ -459,12 +490,16 @@ impl Scheduler {
             readahead_raised: false,
             readahead_unsupported: false,
             footprints: FootprintTable::new(),
-            refault: crate::refault::RefaultController::new(),
+            refault: crate::refault::RefaultController::with_regime(regime_ms),
             step_knob: refaulting::StepKnob::Unknown,
             self_pids: self_pids.iter().copied().collect(),
             pending: Vec::new(),
             recent: VecDeque::new(),
             stats: Stats::default(),
+            usage: crate::reuse::UsageModel::new(),
+            relaunch_costs: BTreeMap::new(),
+            unix_offset_ms: None,
+            last_kill_explained: None,
             last_sample: None,
             last_alloc_pages: 0,
         }
@@ -594,6 +629,7 @@ impl Scheduler {
             code: reason.map(Reason::code),
             detail,
             mark,
+            explain: None,
         };
         if self.recent.len() >= DECISIONS_KEPT {
             self.recent.pop_front();
@@ -611,6 +647,7 @@ impl Scheduler {
             self.profiles = new;
             self.plan_dirty = true;
             self.stream_memo.clear();
+            self.refresh_relaunch_costs();
             self.sizing = None;
             self.need_memo.clear();
         }
@@ -621,6 +658,7 @@ impl Scheduler {
         if curve != self.curve {
             self.curve = curve;
             self.plan_dirty = true;
+            self.refresh_relaunch_costs();
         }
     }
 
@@ -677,6 +715,7 @@ impl Scheduler {
         procs: &[ProcInfo],
         m: &mut dyn Mechanisms,
     ) {
+        self.unix_offset_ms = Some(now_unix_ms as i64 - s.now_ms as i64);
         self.prune_announced(procs);
         self.note_app_procs(procs);
         self.preload_step(s.now_ms, now_unix_ms, m.preload());
@@ -686,7 +725,7 @@ impl Scheduler {
         // Memory the released locks give back is waited for before a kill.
         let yielded = self.yield_launch_protection(s, m.preload());
         if !yielded && self.kill_wanted(s).is_ok() {
-            self.kill_step(s, procs, m.kill());
+            self.kill_step(s, procs, m);
         }
         self.record_psi(s);
     }
@@ -707,6 +746,7 @@ impl Scheduler {
         self.foreground = None;
         self.fg_notified = false;
         self.last_kill_ms = None;
+        self.reaped_settle_until_below = None;
         self.last_kill_reason = None;
         self.psi_history.clear();
         self.ef_reapply_at_ms = 0;
@@ -719,6 +759,11 @@ impl Scheduler {
         self.refault.restart_window();
         self.last_sample = None;
         self.last_alloc_pages = 0;
+        // A reset device is a new user: the predictor learns from this
+        // user's own history only.
+        self.usage.clear();
+        self.unix_offset_ms = None;
+        self.last_kill_explained = None;
     }
 
     /// Forgets announced processes that are gone: a PID absent from the
@@ -771,11 +816,12 @@ impl Scheduler {
                 st.last_used_ms = Some(now_ms);
                 st.background_notified = false;
                 st.launch_alloc = (0, 0);
+                self.record_open(app, now_ms);
                 self.end_window(app, true, now_ms, preload);
                 self.foreground = Some(app.to_string());
                 self.fg_notified = true;
                 self.standby_dirty = true;
-                self.start_window(app, now_ms, preload);
+                self.start_window(app, false, now_ms, preload);
                 reply = self.start_launch(app, now_ms, preload);
             }
             EventKind::Launched => {
@@ -799,6 +845,7 @@ impl Scheduler {
                 self.fg_notified = true;
                 self.standby_dirty = true;
                 if switch {
+                    self.record_open(app, now_ms);
                     self.start_switch(app, now_ms, preload);
                 }
                 reply = format!("{app} is foreground");

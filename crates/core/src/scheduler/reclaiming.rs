@@ -7,7 +7,7 @@ use super::{AppState, DomainSample, Mark, ProcInfo, Scheduler, IDLE_BACKGROUND_M
 use crate::mechanism::{MechError, ReclaimMechanism};
 use crate::reason::Reason;
 use crate::reclaim::{alloc_pages_per_tick, ReclaimConfig, ReclaimMode, ReclaimSample};
-use crate::sizing::{derive, launch_need, LaunchNeed, Sizing};
+use crate::sizing::{alloc_floor_pages, checks, derive, launch_need, Check, LaunchNeed, Sizing};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Whether a process looks background by itself, where no event places its
@@ -32,7 +32,7 @@ impl Scheduler {
     /// the foreground app, only that app is; otherwise, Android's
     /// visible/foreground adj (≤ 0). Activity alone never makes a process a
     /// kill candidate (an app the user reads without typing is idle).
-    fn is_foreground_with(&self, p: &ProcInfo, state: Option<&AppState>) -> bool {
+    pub(super) fn is_foreground_with(&self, p: &ProcInfo, state: Option<&AppState>) -> bool {
         match &p.app {
             Some(_) if state.is_some_and(|s| s.launching_since.is_some()) => true,
             Some(_) if state.is_some_and(|s| s.background_notified) => false,
@@ -97,6 +97,19 @@ impl Scheduler {
             self.floor_bytes(total_bytes),
             &self.curve,
             self.cfg.reclaim.tick_ms,
+        )
+    }
+
+    /// The sizing guide as checks of the thresholds in force for a domain
+    /// of `total_bytes` (`appflow status`, `appflow doctor --config`).
+    pub fn sizing_checks(&self, total_bytes: u64) -> Vec<Check> {
+        let rcfg = self.reclaim_config_with(&self.sizing_for(total_bytes));
+        checks(
+            &self.launch_needs(),
+            rcfg.low_memory_threshold(total_bytes),
+            rcfg.alloc_threshold_pages,
+            total_bytes,
+            alloc_floor_pages(&self.curve, self.cfg.reclaim.tick_ms),
         )
     }
 

@@ -161,19 +161,29 @@ mod tests {
         r.step_range = Some(StepRange::new(62, 6144 * MIB, 77 * MIB));
         s.tick(&sample(0, 0, 0, 0), 0, &[], &mut r);
         assert_eq!(s.stats.reclaim_step, Some(62));
-        // 10 s: 40 % of 10,000 evicted pages re-faulted, all by kswapd.
-        s.tick(&sample(10_000, 4_000, 10_000, 10_000), 0, &[], &mut r);
+        // Every 10 s: 40 % of 10,000 evicted pages re-faulted, all by
+        // kswapd; lowered once three minutes of it are behind the rule.
+        for i in 1..=17u64 {
+            s.tick(
+                &sample(i * 10_000, i * 4_000, i * 10_000, i * 10_000),
+                0,
+                &[],
+                &mut r,
+            );
+        }
+        assert!(steps(&r).is_empty());
+        s.tick(&sample(180_000, 72_000, 180_000, 180_000), 0, &[], &mut r);
         assert_eq!(steps(&r), vec![32]);
         // Already at the floor: held.
-        s.tick(&sample(20_000, 8_000, 20_000, 20_000), 0, &[], &mut r);
+        s.tick(&sample(190_000, 76_000, 190_000, 190_000), 0, &[], &mut r);
         assert_eq!(steps(&r), vec![32]);
         // Direct reclaim now 30 % of the evictions: back to stock.
-        s.tick(&sample(30_000, 9_000, 30_000, 27_000), 0, &[], &mut r);
+        s.tick(&sample(200_000, 77_000, 200_000, 197_000), 0, &[], &mut r);
         assert_eq!(steps(&r), vec![32, 62]);
         assert_eq!(s.stats.reclaim_step, Some(62));
         assert_eq!(s.stats.reclaim_step_changes, 2);
-        assert_eq!(s.stats.refault_windows, 3);
-        assert_eq!(s.stats.refault_total.evicted_pages, 30_000);
+        assert_eq!(s.stats.refault_windows, 20);
+        assert_eq!(s.stats.refault_total.evicted_pages, 200_000);
         let codes: Vec<_> = s.take_decisions().iter().filter_map(|d| d.reason).collect();
         assert!(codes.contains(&Reason::ReclaimStepLowered), "{codes:?}");
         assert!(codes.contains(&Reason::ReclaimStepRaised), "{codes:?}");

@@ -17,6 +17,9 @@ pub struct Stats {
     pub kills: BTreeMap<(u16, &'static str), u64>,
     /// Footprint of killed apps, bytes.
     pub killed_bytes: u64,
+    /// Kills avoided: the victim's resident anonymous memory was paged out
+    /// instead, and that kept up.
+    pub kills_avoided_by_page_out: u64,
     /// Events by kind.
     pub events: BTreeMap<&'static str, u64>,
     /// Anonymous bytes the kernel accepted for page-out.

@@ -53,17 +53,21 @@ impl Scheduler {
         }
     }
 
-    /// A foreground window of `app` begins (its launch or a switch): the
-    /// mechanism notes what of its processes is out of memory now (ASAP's
-    /// footprint, Ariadne's hot set).
+    /// A foreground window of `app` begins (its launch, or a `switch`):
+    /// the mechanism notes what of its processes is out of memory now
+    /// (ASAP's footprint, Ariadne's hot set).
     pub(super) fn start_window(
         &mut self,
         app: &str,
+        switch: bool,
         now_ms: u64,
         preload: &mut dyn PreloadMechanism,
     ) {
         if !self.tracks_windows() {
             return;
+        }
+        if let Some(a) = self.apps.get_mut(app) {
+            a.switch_window = switch;
         }
         let ids = self.app_proc_ids(app);
         if let Err(e) = preload.start_window(app, &ids) {
@@ -71,15 +75,17 @@ impl Scheduler {
         }
     }
 
-    /// A running app came back to the foreground: prepage its footprint,
-    /// at most the room above the killer's trigger level.
+    /// A running app came back to the foreground: prepage its predicted
+    /// switch footprint (the candidate table's amounts), cut so that what
+    /// it is expected to waste, at the precision measured so far, fits the
+    /// room above the killer's trigger level.
     pub(super) fn start_switch(
         &mut self,
         app: &str,
         now_ms: u64,
         preload: &mut dyn PreloadMechanism,
     ) {
-        self.start_window(app, now_ms, preload);
+        self.start_window(app, true, now_ms, preload);
         if !self.prepaging() || self.prepage_unsupported {
             return;
         }
@@ -87,7 +93,8 @@ impl Scheduler {
         if wanted.is_empty() {
             return;
         }
-        let plan = wanted.bounded(self.room());
+        let precision = self.footprints.feedback.precision_by_kind();
+        let plan = wanted.bounded_waste(self.room(), precision);
         if plan != wanted {
             self.stats.prepage_bounded += 1;
             self.stats.prepage_bounded_bytes +=
@@ -135,7 +142,12 @@ impl Scheduler {
         }
     }
 
-    /// An app left the foreground (or exited): record what its window brought back.
+    /// An app left the foreground (or exited): record what its window
+    /// brought back. Only a switch's window is a switch footprint: ASAP's
+    /// estimator logs the page faults of switches (the ASAP paper, "Switch
+    /// Footprint Estimator"), and a launch's window (a new process's
+    /// allocation and its whole launch set) predicts no switch; an app's
+    /// first switch after its launch therefore prepages nothing.
     pub(super) fn end_window(
         &mut self,
         app: &str,
@@ -146,9 +158,15 @@ impl Scheduler {
         if !self.tracks_windows() {
             return;
         }
+        let switch = self
+            .apps
+            .get_mut(app)
+            .is_some_and(|a| std::mem::take(&mut a.switch_window));
         let ids = self.app_proc_ids(app);
         match preload.switch_observation(app, &ids) {
-            Ok(Some(o)) if !exited && self.prepaging() => self.footprints.observe(app, &o),
+            Ok(Some(o)) if !exited && switch && self.prepaging() => {
+                self.footprints.observe(app, &o)
+            }
             Ok(_) => {}
             Err(e) => self.mech_error(now_ms, &format!("switch footprint of {app}"), &e),
         }
@@ -241,7 +259,28 @@ mod tests {
         let n = r.calls.len();
         ev(&mut s, &mut r, EventKind::Foreground, "a", 600);
         assert_eq!(r.calls.len(), n, "{:?}", &r.calls[n..]);
-        // The first window (the launch) faulted 80 MiB anon + 20 MiB file.
+        // The launch's window (its allocation, its launch set) is no
+        // switch footprint: it teaches the estimator nothing.
+        r.observations.insert(
+            "a".into(),
+            SwitchObservation {
+                demand_anon: 300 * MIB,
+                demand_file: 90 * MIB,
+                ..Default::default()
+            },
+        );
+        ev(&mut s, &mut r, EventKind::Background, "a", 1000);
+        ev(&mut s, &mut r, EventKind::Foreground, "a", 1500);
+        assert!(!r.calls.iter().any(|c| matches!(c, Call::Prepage { .. })));
+        assert_eq!(
+            r.calls.last(),
+            Some(&Call::Window {
+                app: "a".into(),
+                procs: vec![a]
+            })
+        );
+        // The first switch faulted 80 MiB anon + 20 MiB file: the next
+        // switch prepages that.
         r.observations.insert(
             "a".into(),
             SwitchObservation {
@@ -250,8 +289,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        ev(&mut s, &mut r, EventKind::Background, "a", 1000);
-        assert!(!r.calls.iter().any(|c| matches!(c, Call::Prepage { .. })));
+        ev(&mut s, &mut r, EventKind::Background, "a", 1800);
         ev(&mut s, &mut r, EventKind::Foreground, "a", 2000);
         let plan = PrepagePlan {
             anon_bytes: 80 * MIB,
@@ -306,10 +344,12 @@ mod tests {
     }
 
     #[test]
-    fn a_switch_prepages_at_most_the_room_above_the_killers_trigger() {
+    fn a_switch_prepages_what_its_expected_waste_leaves_room_for() {
         let mut s = sched("asap");
         let mut r = Recorder::default();
         ev(&mut s, &mut r, EventKind::Launch, "a", 0);
+        ev(&mut s, &mut r, EventKind::Background, "a", 500);
+        ev(&mut s, &mut r, EventKind::Foreground, "a", 600);
         r.observations.insert(
             "a".into(),
             SwitchObservation {
@@ -331,11 +371,39 @@ mod tests {
             panic!("{last:?}")
         };
         assert_eq!(p, vec![procs()[0].id()]);
+        // No precision measured yet: all of it counts as waste.
         assert_eq!(
             plan,
             PrepagePlan {
                 anon_bytes: 150 * MIB,
                 file_bytes: 50 * MIB
+            }
+        );
+        // Half the anonymous pages used, all the file pages: the same
+        // footprint wastes 150 MiB, which the same room holds whole.
+        r.observations.insert(
+            "a".into(),
+            SwitchObservation {
+                prepaged_anon: 150 * MIB,
+                prepaged_file: 50 * MIB,
+                used_anon: 75 * MIB,
+                used_file: 50 * MIB,
+                demand_anon: 225 * MIB,
+                demand_file: 50 * MIB,
+            },
+        );
+        ev(&mut s, &mut r, EventKind::Background, "a", 2500);
+        s.tick(&t, 0, &procs(), &mut r);
+        ev(&mut s, &mut r, EventKind::Foreground, "a", 2600);
+        let last = r.calls.last().unwrap().clone();
+        let Call::Prepage { plan, .. } = last else {
+            panic!("{last:?}")
+        };
+        assert_eq!(
+            plan,
+            PrepagePlan {
+                anon_bytes: 300 * MIB,
+                file_bytes: 100 * MIB
             }
         );
         // No room at all: no prepaging, the window is still observed.
@@ -356,7 +424,7 @@ mod tests {
             "{:?}",
             &r.calls[n..]
         );
-        assert_eq!(s.stats.prepage_calls, 1);
+        assert_eq!(s.stats.prepage_calls, 2);
     }
 
     #[test]

@@ -291,12 +291,14 @@ fn kill_picks_highest_net_freed_background_app_never_foreground() {
     r.calls.clear();
     let smp = sample(40 * 60 * 1000, 0, 50);
     assert!(s.kill_wanted(&smp).is_ok());
+    // Neither a nor b was ever seen opened (no reuse expected): the one
+    // that frees more goes first.
     assert_eq!(s.kill_step(&smp, &procs, &mut r).as_deref(), Some("a"));
     assert_eq!(
         r.calls,
         vec![Call::Kill {
             pid: 10,
-            reason: Reason::KillHighestNetFreed
+            reason: Reason::KillNoReuseExpected
         }]
     );
     // Settle time: no second kill at once.

@@ -66,6 +66,9 @@ impl WorkerCommand {
     }
 }
 
+/// How often the killer's reuse predictor is saved (and at shutdown).
+const USAGE_SAVE_EVERY: Duration = Duration::from_secs(60);
+
 fn now_unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -445,6 +448,8 @@ impl Scanner {
                     e.oom_score_adj
                 },
                 footprint_bytes: None,
+                anon_bytes: None,
+                swap_bytes: None,
                 protected: e.protected,
                 idle_ms: e.idle_ms(now_ms),
             });
@@ -515,6 +520,35 @@ const ACTIVITY_SAMPLE_MS: u64 = 1000;
 
 /// Marks an oom_score_adj not read yet.
 const UNREAD_ADJ: i32 = i32::MIN;
+
+/// The M_F (bytes) and N_alloc (pages per tick) a daemon started with `cfg`
+/// would use now, and their checks (`appflow doctor --config`): the
+/// config's thresholds (or "auto"), the profiles and calibration in its
+/// `state_dir`, the domain's size today.
+pub fn sizing_checks(
+    cfg: &Config,
+    proc_root: &Path,
+) -> anyhow::Result<(u64, u64, Vec<appflow_core::sizing::Check>)> {
+    let domain = open_domain(cfg)?;
+    let total = sample_domain(&domain, proc_root, 0)?.total_bytes;
+    let declared: Vec<String> = cfg.apps.iter().map(|a| a.name.clone()).collect();
+    let mut sched = Scheduler::new(
+        cfg.scheduler_config(),
+        load_curve(&cfg.daemon.state_dir),
+        &declared,
+        &[],
+    );
+    let (profiles, _skipped) = ProfileStore::open(&cfg.daemon.state_dir)
+        .load_all()
+        .map_err(|e| anyhow::anyhow!("profiles in {}: {e}", cfg.daemon.state_dir.display()))?;
+    sched.set_profiles(profiles);
+    let rcfg = sched.reclaim_config_with(&sched.sizing_for(total));
+    Ok((
+        rcfg.low_memory_threshold(total),
+        rcfg.alloc_threshold_pages,
+        sched.sizing_checks(total),
+    ))
+}
 
 /// Opens the configured domain; errors are bad input naming the field.
 pub fn open_domain(cfg: &Config) -> anyhow::Result<Domain> {
@@ -730,7 +764,13 @@ impl Runtime {
         let curve = load_curve(&cfg.daemon.state_dir);
         let declared: Vec<String> = cfg.apps.iter().map(|a| a.name.clone()).collect();
         let curve_for_detection = curve.clone();
-        let sched = Scheduler::new(cfg.scheduler_config(), curve, &declared, &self_pids);
+        let mut sched = Scheduler::new(cfg.scheduler_config(), curve, &declared, &self_pids);
+        // The killer's reuse predictor learned before this start (bounded;
+        // a bad file is reported and learning starts anew).
+        if let Some(m) = crate::store::restore_usage(&cfg.daemon.state_dir, dry, now_unix_ms()) {
+            tracing::info!(apps = m.apps.len(), "reuse predictor restored");
+            sched.set_usage_model(m);
+        }
         let trace = Trace::new(!cfg.daemon.trace_file.as_os_str().is_empty());
         let record_log = if cfg.daemon.record_file.as_os_str().is_empty() || dry {
             None
@@ -930,9 +970,12 @@ impl Runtime {
                 .iter_mut()
                 .filter(|p| !sched.footprint_unneeded(p))
             {
-                p.footprint_bytes = readers::read_smaps_rollup(&root, p.pid)
-                    .ok()
-                    .map(|r| r.footprint_bytes());
+                let r = readers::read_smaps_rollup(&root, p.pid).ok();
+                p.footprint_bytes = r.map(|r| r.footprint_bytes());
+                // What a kill frees (resident and swapped anonymous memory)
+                // and what a page-out could move (resident).
+                p.anon_bytes = r.map(|r| r.anon_kb.saturating_mul(1024));
+                p.swap_bytes = r.map(|r| r.swap_kb.saturating_mul(1024));
             }
         }
         let rec = Record::Tick {
@@ -1193,12 +1236,7 @@ impl Runtime {
                     "low_memory": if self.cfg.reclaim.auto_low_memory { "auto" } else { "configured" },
                     "alloc_threshold": if self.cfg.reclaim.auto_alloc_threshold { "auto" } else { "configured" },
                     "derived": &sizing,
-                    "checks": appflow_core::sizing::checks(
-                        &self.sched.launch_needs(),
-                        rcfg.low_memory_threshold(s.total_bytes),
-                        rcfg.alloc_threshold_pages,
-                        s.total_bytes,
-                    ),
+                    "checks": self.sched.sizing_checks(s.total_bytes),
                 },
                 "alloc_pages_per_tick": self.sched.last_alloc_pages,
                 "psi_some_avg10": s.psi_some_avg10,
@@ -1271,6 +1309,7 @@ impl Runtime {
                 },
             },
             "kills": st.kills_total(),
+            "killer": self.killer_status(),
             "mode_switches": st.switches_total(),
             "changed_settings": self.reclaim.journal().entries().iter().chain(self.worker.readahead_entries()).map(|e| json!({"path": e.path, "original": e.original})).collect::<Vec<_>>(),
             "features": self.features,
@@ -1283,6 +1322,15 @@ impl Runtime {
             },
             "decisions": self.sched.recent_decisions().rev().take(20).collect::<Vec<_>>(),
         })
+    }
+
+    /// The killer's view ([`Scheduler::kill_outlook`]): each running
+    /// app's price now (predicted reuse within the horizon, expected time
+    /// until reuse, relaunch cost, memory a kill frees), the victim a kill
+    /// would take now and the latest kill, each with why it wins.
+    fn killer_status(&self) -> Value {
+        serde_json::to_value(self.sched.kill_outlook(&self.procs, self.now_ms()))
+            .unwrap_or(Value::Null)
     }
 
     /// Whether a notified name may enter the app table (bounded, see
@@ -1408,6 +1456,19 @@ impl Runtime {
         self.act_on_detection(actions);
     }
 
+    /// Saves the killer's reuse predictor (not in a dry run, which writes
+    /// no state; a failure is a warning, the predictor stays in memory).
+    fn save_usage(&self) {
+        if self.cfg.daemon.dry_run {
+            return;
+        }
+        if let Err(e) =
+            crate::store::save_usage(&self.cfg.daemon.state_dir, self.sched.usage_model())
+        {
+            tracing::warn!(error = %e, "reuse predictor not saved");
+        }
+    }
+
     fn write_outputs(&mut self, final_write: bool, last_trace: &mut Instant) {
         if !self.cfg.daemon.metrics_file.as_os_str().is_empty() {
             let text = self.metrics_text();
@@ -1440,6 +1501,7 @@ impl Runtime {
         let mut last_listed = 0u64;
         let mut last_out = Instant::now();
         let mut last_trace = Instant::now();
+        let mut last_usage_save = Instant::now();
         let mut k: u32 = 0;
         let origin = Instant::now();
         tracing::info!(socket = %self.cfg.daemon.socket.display(), dry_run = self.cfg.daemon.dry_run,
@@ -1498,6 +1560,10 @@ impl Runtime {
                 last_out = Instant::now();
                 self.write_outputs(false, &mut last_trace);
             }
+            if last_usage_save.elapsed() >= USAGE_SAVE_EVERY {
+                last_usage_save = Instant::now();
+                self.save_usage();
+            }
             k += 1;
             // After an overrun, skip the missed ticks instead of bursting.
             let behind = origin.elapsed().as_nanos() / tick.as_nanos();
@@ -1519,6 +1585,7 @@ impl Runtime {
             use std::io::Write;
             let _ = w.flush();
         }
+        self.save_usage();
         let errors = self.reclaim.restore_all();
         let now = self.now_ms();
         self.trace.close_open_spans(now);
@@ -1538,6 +1605,63 @@ impl Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `appflow doctor --config`: a 512 MiB cgroup domain (the v1 fixture)
+    /// whose state holds a profile of a 200 MiB launch (150 MiB anonymous +
+    /// 50 MiB read) gets M_F from that launch, not 15 % of the domain, and
+    /// its checks pass; with M_F set by hand to 64 MiB, the check fails.
+    #[test]
+    fn doctor_sizes_a_configured_domain_from_its_profiles() {
+        use appflow_core::profile::{ByteRange, LaunchObservation, ObservedFile};
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        ProfileStore::open(&state)
+            .record(
+                "big",
+                &LaunchObservation {
+                    files: vec![ObservedFile {
+                        path: "/opt/big/model.bin".into(),
+                        size_bytes: 50 << 20,
+                        first_access_us: 1,
+                        ranges: vec![ByteRange {
+                            start: 0,
+                            end: 50 << 20,
+                        }],
+                    }],
+                    anon_launch_bytes: 150 << 20,
+                    footprint_after_launch_bytes: 200 << 20,
+                    launch_ms: 2000,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let cg = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/memcg_v1");
+        let text = |reclaim: &str| {
+            format!(
+                "[daemon]\nsocket = \"{0}/s.sock\"\nstate_dir = \"{1}\"\n\
+                 [domain]\nkind = \"cgroup\"\nmemory_cgroup = \"{2}\"\n{reclaim}",
+                dir.path().display(),
+                state.display(),
+                cg.display()
+            )
+        };
+        let cfg = Config::from_toml(&text(""), "auto.toml").unwrap();
+        let (m_f, n_alloc, checks) = sizing_checks(&cfg, Path::new("/proc")).unwrap();
+        assert!(m_f >= 200 << 20, "M_F {m_f}");
+        assert!(n_alloc > 0);
+        assert!(checks.iter().all(|c| c.ok), "{checks:?}");
+        let cfg = Config::from_toml(
+            &text("[reclaim]\nlow_memory_bytes = 67108864\n"),
+            "hand.toml",
+        )
+        .unwrap();
+        let (m_f, _, checks) = sizing_checks(&cfg, Path::new("/proc")).unwrap();
+        assert_eq!(m_f, 64 << 20);
+        assert!(
+            checks.iter().any(|c| !c.ok && c.what.contains("M_F")),
+            "{checks:?}"
+        );
+    }
 
     #[test]
     fn system_sample_reads_this_machine() {

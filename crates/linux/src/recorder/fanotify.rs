@@ -17,6 +17,16 @@
 //! event's own descriptor, which fanotify opened without notification), so it
 //! cannot wait on itself. If the recorder dies, the kernel drops the group and
 //! allows every pending open.
+//!
+//! FUSE filesystems (an app store's or a phone-like flash device's view of
+//! the app files) get a second group of plain `FAN_OPEN`/`FAN_OPEN_EXEC`
+//! notifications, read by a thread of its own: reading a FUSE event opens the
+//! file through the FUSE server, and that server's own opens of its backing
+//! files wait for the permission thread's answer. With one thread for both
+//! the two would wait on each other; with two, the permission thread never
+//! touches a FUSE file. Its open is only notified, so no residency can be
+//! taken before the opener reads: every page of it resident at the end of
+//! the window counts (a late snapshot).
 
 use super::residency;
 use crate::readers::{read_mountinfo, read_ppid};
@@ -29,8 +39,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-/// Filesystem types never marked: no storage behind them, or (FUSE) a user
-/// daemon that could deadlock with permission events.
+/// Filesystem types never marked: no storage behind them. (FUSE is marked
+/// by a notification group of its own: see the module doc.)
 const SKIP_FS: &[&str] = &[
     "proc",
     "sysfs",
@@ -103,12 +113,13 @@ pub(crate) enum Tree {
     Of(u32),
 }
 
-/// A running watcher thread.
+/// The running watcher threads: one answering permission events, and one
+/// reading FUSE notifications when a FUSE filesystem is mounted.
 pub(crate) struct Watcher {
     stop: Arc<AtomicBool>,
     /// Processes of the tree found so far (shared with the memory sampler).
     pub tree: Arc<Mutex<BTreeSet<u32>>>,
-    handle: JoinHandle<io::Result<WatchResult>>,
+    handles: Vec<JoinHandle<io::Result<WatchResult>>>,
     /// Mount points whose filesystems are marked.
     pub marked: Vec<PathBuf>,
 }
@@ -148,29 +159,20 @@ impl Watcher {
         self.tree.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
-    /// Creates the fanotify group, marks every storage-backed filesystem and
+    /// Creates the fanotify groups, marks every storage-backed filesystem and
     /// starts answering events. `watch_reads` adds `FAN_ACCESS` notifications
     /// (one per read syscall of every process on the machine while recording).
     /// `tree` says which processes are recorded.
     pub fn start(proc_root: &Path, tree: Tree, cold: bool, watch_reads: bool) -> io::Result<Self> {
-        // SAFETY: plain syscalls; results checked.
-        let raw = unsafe {
-            libc::fanotify_init(
-                libc::FAN_CLASS_CONTENT
-                    | libc::FAN_CLOEXEC
-                    | libc::FAN_NONBLOCK
-                    | libc::FAN_UNLIMITED_QUEUE,
-                (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC) as libc::c_uint,
+        let fan = init_group(libc::FAN_CLASS_CONTENT).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "fanotify not available (fanotify_init with permission events needs root and \
+                     CONFIG_FANOTIFY_ACCESS_PERMISSIONS): {e}"
+                ),
             )
-        };
-        if raw < 0 {
-            return Err(last_err(
-                "fanotify not available (fanotify_init with permission events needs root and \
-                 CONFIG_FANOTIFY_ACCESS_PERMISSIONS)",
-            ));
-        }
-        // SAFETY: raw is a fresh descriptor we own.
-        let fan = unsafe { OwnedFd::from_raw_fd(raw) };
+        })?;
         let mut mask = libc::FAN_OPEN_PERM | libc::FAN_OPEN_EXEC_PERM;
         if watch_reads {
             mask |= libc::FAN_ACCESS;
@@ -178,20 +180,37 @@ impl Watcher {
         let mounts = read_mountinfo(proc_root).map_err(io::Error::other)?;
         let mut devs = BTreeSet::new();
         let mut marked = Vec::new();
+        let mut fuse_group: Option<OwnedFd> = None;
         for m in mounts {
-            if SKIP_FS.contains(&m.fs_type.as_str()) || m.fs_type.starts_with("fuse") {
+            if SKIP_FS.contains(&m.fs_type.as_str()) {
                 continue;
             }
             if !devs.insert(m.dev.clone()) {
                 continue;
             }
+            let fuse = m.fs_type.starts_with("fuse");
+            let (group, mask) = if fuse {
+                if fuse_group.is_none() {
+                    match init_group(libc::FAN_CLASS_NOTIF) {
+                        Ok(g) => fuse_group = Some(g),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "no fanotify group for FUSE filesystems; files on them will not be recorded");
+                            continue;
+                        }
+                    }
+                }
+                let g = fuse_group.as_ref().expect("created above");
+                (g.as_raw_fd(), libc::FAN_OPEN | libc::FAN_OPEN_EXEC)
+            } else {
+                (fan.as_raw_fd(), mask)
+            };
             let Ok(c) = std::ffi::CString::new(m.mount_point.as_os_str().as_encoded_bytes()) else {
                 continue;
             };
             // SAFETY: valid fanotify fd and NUL-terminated path.
             let rc = unsafe {
                 libc::fanotify_mark(
-                    fan.as_raw_fd(),
+                    group,
                     libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM,
                     mask,
                     libc::AT_FDCWD,
@@ -220,17 +239,39 @@ impl Watcher {
         }
         let keep_cap = raise_nofile().saturating_sub(256) as usize;
         let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
         let members = Membership::new(tree);
         let shared = members.shared.clone();
-        let proc_root = proc_root.to_path_buf();
-        let handle = std::thread::Builder::new()
-            .name("appflow-fanotify".into())
-            .spawn(move || event_loop(fan, &proc_root, cold, keep_cap, &stop2, members))?;
+        let mut groups = vec![("appflow-fanotify", fan, members, false)];
+        if let Some(g) = fuse_group {
+            let fuse_members = Membership::with_shared(tree, shared.clone());
+            groups.push(("appflow-fanotify-fuse", g, fuse_members, true));
+        }
+        // Each thread may keep its share of the descriptors.
+        let keep_cap = keep_cap / groups.len();
+        let mut handles = Vec::new();
+        for (name, fan, members, fuse) in groups {
+            let stop = stop.clone();
+            let proc_root = proc_root.to_path_buf();
+            handles.push(
+                std::thread::Builder::new()
+                    .name(name.into())
+                    .spawn(move || {
+                        event_loop(
+                            fan,
+                            &proc_root,
+                            cold && !fuse,
+                            keep_cap,
+                            &stop,
+                            members,
+                            fuse,
+                        )
+                    })?,
+            );
+        }
         Ok(Self {
             stop,
             tree: shared,
-            handle,
+            handles,
             marked,
         })
     }
@@ -238,10 +279,45 @@ impl Watcher {
     /// Stops answering (after draining pending events) and returns what was seen.
     pub fn finish(self) -> io::Result<WatchResult> {
         self.stop.store(true, Ordering::SeqCst);
-        self.handle
-            .join()
-            .map_err(|_| io::Error::other("fanotify thread panicked"))?
+        let mut all = WatchResult::default();
+        // Join every thread before the first error is returned.
+        let results: Vec<_> = self
+            .handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| io::Error::other("fanotify thread panicked"))?
+            })
+            .collect();
+        for r in results {
+            let r = r?;
+            for (k, f) in r.files {
+                all.files.entry(k).or_insert(f);
+            }
+            all.tree_pids.extend(r.tree_pids);
+            all.events += r.events;
+            all.overflowed |= r.overflowed;
+            all.dropped += r.dropped;
+        }
+        Ok(all)
     }
+}
+
+/// A new fanotify group of `class` (non-blocking, unlimited queue, events'
+/// descriptors read-only).
+fn init_group(class: libc::c_uint) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; result checked.
+    let raw = unsafe {
+        libc::fanotify_init(
+            class | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | libc::FAN_UNLIMITED_QUEUE,
+            (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC) as libc::c_uint,
+        )
+    };
+    if raw < 0 {
+        return Err(last_err("fanotify_init"));
+    }
+    // SAFETY: raw is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
 fn allow(fan: RawFd, fd: RawFd) {
@@ -275,6 +351,16 @@ struct Membership {
 
 impl Membership {
     fn new(tree: Tree) -> Self {
+        let known = match tree {
+            Tree::Children => BTreeSet::new(),
+            Tree::Of(root) => BTreeSet::from([root]),
+        };
+        Self::with_shared(tree, Arc::new(Mutex::new(known)))
+    }
+
+    /// A second view of the same tree (another group's thread): what either
+    /// finds is shared.
+    fn with_shared(tree: Tree, shared: Arc<Mutex<BTreeSet<u32>>>) -> Self {
         let self_pid = std::process::id();
         let (anchor, known) = match tree {
             Tree::Children => (Some(self_pid), BTreeSet::new()),
@@ -283,7 +369,7 @@ impl Membership {
         Self {
             self_pid,
             anchor,
-            shared: Arc::new(Mutex::new(known.clone())),
+            shared,
             known,
             outside: BTreeSet::new(),
         }
@@ -351,6 +437,7 @@ fn event_loop(
     keep_cap: usize,
     stop: &AtomicBool,
     mut members: Membership,
+    fuse: bool,
 ) -> io::Result<WatchResult> {
     // Every open on the machine waits for this thread while it records:
     // run it ahead of ordinary work (nice -10) to keep that wait short.
@@ -433,7 +520,8 @@ fn event_loop(
                 }
                 continue;
             }
-            let keep = handle_tree_event(&mut res, &efd, proc_root, cold, perm, kept < keep_cap);
+            let keep =
+                handle_tree_event(&mut res, &efd, proc_root, cold, perm, fuse, kept < keep_cap);
             if perm {
                 allow(fan.as_raw_fd(), m.fd);
             }
@@ -448,14 +536,19 @@ fn event_loop(
 }
 
 /// Registers the file of a tree event the first time it is seen: takes its
-/// residency (after dropping it when `cold`). Returns the file key and
-/// whether the descriptor should be kept.
+/// residency (after dropping it when `cold`). A FUSE file's open is only
+/// notified, after the opener went on: a snapshot then would hide what the
+/// opener read meanwhile (a small file is often read whole by then), so no
+/// "before" is taken and every page resident at the end of the window
+/// counts as the launch's. Returns the file key and whether the descriptor
+/// should be kept.
 fn handle_tree_event(
     res: &mut WatchResult,
     efd: &OwnedFd,
     proc_root: &Path,
     cold: bool,
     perm: bool,
+    fuse: bool,
     may_keep: bool,
 ) -> Option<((u64, u64), bool)> {
     let now = Instant::now();
@@ -482,7 +575,11 @@ fn handle_tree_event(
     if cold && perm && size > 0 && residency::drop_from_cache(efd.as_fd()).is_ok() {
         res.dropped += 1;
     }
-    let before = residency::residency(efd.as_fd(), size).unwrap_or_default();
+    let before = if fuse {
+        Vec::new()
+    } else {
+        residency::residency(efd.as_fd(), size).unwrap_or_default()
+    };
     res.files.insert(
         key,
         SeenFile {
