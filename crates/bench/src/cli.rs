@@ -251,6 +251,7 @@ fn testbed_info(o: &BenchOptions, image_bytes: u64, p: &Prepared) -> TestbedInfo
             })
             .collect(),
         profiles: p.profiles.name(),
+        profiles_note: p.profiles.note(),
         repetitions: o.reps,
         targets: o.targets.clone(),
         cache_drop:
@@ -303,6 +304,27 @@ fn write_text(p: &Path, text: &str) -> Result<()> {
     write_atomic(p, text.as_bytes()).with_context(|| format!("writing {}", p.display()))
 }
 
+/// What a finished run measured that `--emit-sim-device` records.
+pub fn measured_for_sim(o: &BenchOptions, out: &BenchOutcome) -> simdev::Measured {
+    simdev::Measured {
+        calibration: calibration_of(&out.reports),
+        stock_zram_ratio: simdev::stock_zram_ratio(&out.measurements),
+        stock_file_reclaim_share: simdev::stock_file_reclaim_share(&out.measurements),
+        anon_reclaim_bytes_per_sec: testbed_f64(
+            &out.reports,
+            &["reclaim_calibration", "anon_reclaim_bytes_per_sec"],
+        ),
+        cpu_budget_cores: testbed_f64(&out.reports, &["cpu_budget", "cores"]),
+        stock_launch: o
+            .targets
+            .first()
+            .and_then(|t| simdev::stock_launch(&out.measurements, t)),
+        anon_alloc_bytes_per_sec: testbed_f64(&out.reports, &["anon_alloc_bytes_per_sec"]),
+        worker_read_bytes_per_sec: testbed_f64(&out.reports, &["worker_read_bytes_per_sec"]),
+        oracle_ms: simdev::oracle_launches(&out.measurements),
+    }
+}
+
 /// Runs `appflow bench`.
 pub fn run(a: BenchArgs) -> Result<()> {
     if a.cleanup {
@@ -332,28 +354,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     let out = run_bench(&o)?;
     if let Some(p) = &a.emit_sim_device {
-        let measured = simdev::Measured {
-            calibration: calibration_of(&out.reports),
-            stock_zram_ratio: simdev::stock_zram_ratio(&out.measurements),
-            stock_file_reclaim_share: simdev::stock_file_reclaim_share(&out.measurements),
-            anon_reclaim_bytes_per_sec: testbed_f64(
-                &out.reports,
-                &["reclaim_calibration", "anon_reclaim_bytes_per_sec"],
-            ),
-            cpu_budget_cores: testbed_f64(&out.reports, &["cpu_budget", "cores"]),
-            stock_launch: o
-                .targets
-                .first()
-                .and_then(|t| simdev::stock_launch(&out.measurements, t)),
-            anon_alloc_bytes_per_sec: testbed_f64(&out.reports, &["anon_alloc_bytes_per_sec"]),
-            worker_read_bytes_per_sec: testbed_f64(&out.reports, &["worker_read_bytes_per_sec"]),
-            oracle_ms: simdev::oracle_launches(&out.measurements),
-        };
+        let measured = measured_for_sim(&o, &out);
         write_text(p, &simdev::sim_device_toml(&o, &measured)?)?;
         eprintln!(
             "appflow bench: wrote the simulator's device file {}",
             p.display()
         );
+        eprint!("{}", simdev::underived_message(&o, &measured, p));
     }
     let json = if out.reports.len() == 1 {
         serde_json::to_string_pretty(&out.reports[0])?

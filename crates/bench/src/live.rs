@@ -210,7 +210,7 @@ impl Domain {
             &device.preset.read_ahead_kib.to_string(),
         )?;
         // The image holds the files; the domain reads them only through the
-        // flash device at `mnt` (docs/bench.md, "Storage").
+        // flash device at `mnt` (docs/bench-design.md, "Storage").
         let backing = roots.run_dir.join("backing");
         std::fs::create_dir_all(&backing)?;
         nix::mount::mount(

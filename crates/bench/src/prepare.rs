@@ -78,20 +78,41 @@ impl ReclaimCalibration {
 }
 
 /// How the launch profiles were made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProfileSource {
     /// `appflow record` on every app.
     Recorded,
-    /// Written from the synthetic apps' known access pattern.
-    FromSpec,
+    /// Written from the synthetic apps' known access pattern (command apps
+    /// get none): asked for (`--profiles spec`, `failed` None), or because
+    /// recording failed (`--profiles auto`; why in `failed`).
+    FromSpec {
+        /// Why recording failed, when it was tried.
+        failed: Option<String>,
+    },
 }
 
 impl ProfileSource {
     /// Its name in reports.
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
             ProfileSource::Recorded => "recorded",
-            ProfileSource::FromSpec => "from-spec",
+            ProfileSource::FromSpec { .. } => "from-spec",
+        }
+    }
+
+    /// What the report's table says when the profiles are not all
+    /// recorded (None when they are).
+    pub fn note(&self) -> Option<String> {
+        match self {
+            ProfileSource::Recorded => None,
+            ProfileSource::FromSpec { failed: None } => Some(
+                "written from the synthetic apps' specs (--profiles spec), not recorded; command apps have none"
+                    .into(),
+            ),
+            ProfileSource::FromSpec { failed: Some(why) } => Some(format!(
+                "NOT RECORDED: written from the synthetic apps' specs because `appflow record` failed ({why}); \
+                 command apps have none"
+            )),
         }
     }
 }
@@ -823,6 +844,7 @@ fn make_profiles(
     log_dir: &Path,
     progress: &Progress,
 ) -> Result<ProfileSource> {
+    let mut failed = None;
     if o.profiles != "spec" {
         match record_profiles(o, device, apps, daemon, log_dir) {
             Ok(n) => {
@@ -832,9 +854,12 @@ fn make_profiles(
                 return Ok(ProfileSource::Recorded);
             }
             Err(e) if o.profiles == "record" => return Err(e.context("--profiles record")),
-            Err(e) => progress.say(&format!(
-                "`appflow record` unavailable ({e:#}); writing profiles from the synthetic specs"
-            )),
+            Err(e) => {
+                progress.say(&format!(
+                    "`appflow record` unavailable ({e:#}); writing profiles from the synthetic specs"
+                ));
+                failed = Some(format!("{e:#}"));
+            }
         }
     }
     let now_ms = std::time::SystemTime::now()
@@ -855,9 +880,43 @@ fn make_profiles(
     progress.say(&format!(
         "wrote {n} launch profiles from the synthetic apps' known access patterns"
     ));
-    Ok(ProfileSource::FromSpec)
+    Ok(ProfileSource::FromSpec { failed })
 }
 
+/// The path `p` under the flash device's mount `mnt` has under the image's
+/// own mount `backing` (the same file), or None when it is not under `mnt`.
+fn on_backing(p: &Path, mnt: &Path, backing: &Path) -> Option<std::path::PathBuf> {
+    p.strip_prefix(mnt).ok().map(|rest| backing.join(rest))
+}
+
+/// A profile recorded on the image's own mount, as the apps see it through
+/// the flash device: each file under `backing` renamed to its path under
+/// `mnt`; files elsewhere (the host's binaries and libraries, not on the
+/// device) left out, as the preloader must not read them from outside the
+/// domain. Returns how many were left out.
+fn to_device_paths(p: &mut LaunchProfile, mnt: &Path, backing: &Path) -> usize {
+    let before = p.files.len();
+    p.files
+        .retain_mut(|f| match Path::new(&f.path).strip_prefix(backing) {
+            Ok(rest) => {
+                f.path = mnt.join(rest).to_string_lossy().into_owned();
+                true
+            }
+            Err(_) => false,
+        });
+    before - p.files.len()
+}
+
+/// Records each app's launch with `appflow record`. The recorder watches
+/// storage filesystems with fanotify permission events and skips FUSE ones
+/// (a FUSE server opening its backing files would wait on the recorder's
+/// own answers; docs/recording.md), so the apps are recorded reading the
+/// image's ext4 mount (`backing`), the same files the flash device at `mnt`
+/// serves, and the profiles are renamed to the `mnt` paths the apps and the
+/// daemon use in the runs. Recording through `mnt` saw no file the apps
+/// read, only those mapped (from /proc/PID/maps): an app without a mapped
+/// file had an empty profile, and `--profiles auto` fell back to the specs
+/// for every app (issue 30).
 fn record_profiles(
     o: &BenchOptions,
     device: &Device,
@@ -866,13 +925,21 @@ fn record_profiles(
     log_dir: &Path,
 ) -> Result<usize> {
     let store = ProfileStore::open(&daemon.state_dir());
+    let mnt = o.roots.run_dir.join("mnt");
+    let backing = o.roots.run_dir.join("backing");
     let mut n = 0;
     for a in apps {
         check_interrupted()?;
-        for p in a.paths() {
-            let _ = synth::drop_file_cache(&p);
-        }
-        let argv = a.argv(&o.binary, device, &o.roots.run_dir.join("mnt"));
+        let drop_all = || {
+            for p in a.paths() {
+                let _ = synth::drop_file_cache(&p);
+                if let Some(b) = on_backing(&p, &mnt, &backing) {
+                    let _ = synth::drop_file_cache(&b);
+                }
+            }
+        };
+        drop_all();
+        let argv = a.argv(&o.binary, device, &backing);
         let mut cmd = std::process::Command::new(&o.binary);
         cmd.arg("record")
             .arg("--app")
@@ -910,12 +977,27 @@ fn record_profiles(
                 policy::last_line(&log_path)
             );
         }
-        let p = store
+        // The recording's reads leave the image's pages cached on the host;
+        // the runs read through the device, whose cache is dropped per session.
+        drop_all();
+        let mut p = store
             .load(a.name())?
             .with_context(|| format!("appflow record wrote no profile of {}", a.name()))?;
+        let outside = to_device_paths(&mut p, &mnt, &backing);
         if p.files.is_empty() {
-            bail!("the recorded profile of {} has no files", a.name());
+            // The recorder's summary line says what it saw.
+            let seen = std::fs::read_to_string(&log_path)
+                .unwrap_or_default()
+                .lines()
+                .find(|l| l.trim_start().starts_with("files "))
+                .map(|l| l.trim().to_string())
+                .unwrap_or_else(|| policy::last_line(&log_path));
+            bail!(
+                "the recorded profile of {} has no file on the device ({outside} elsewhere; {seen})",
+                a.name()
+            );
         }
+        store.save(&p)?;
         n += 1;
     }
     Ok(n)
@@ -930,6 +1012,39 @@ mod tests {
             cores,
             anon_reclaim_bytes_per_sec: mb_s * 1e6,
         }
+    }
+
+    /// A recording on the image's mount becomes the profile of the device's
+    /// paths; the host's files the launch opened (the binary, libraries)
+    /// are left out (issue 30, defect 3).
+    #[test]
+    fn recorded_paths_move_from_the_image_mount_to_the_device() {
+        let (mnt, backing) = (Path::new("/run/ab/mnt"), Path::new("/run/ab/backing"));
+        let mut p = LaunchProfile::new("music");
+        p.merge_launch(&appflow_core::profile::LaunchObservation {
+            files: ["/run/ab/backing/apps/music/s/0.bin", "/usr/lib/libc.so.6"]
+                .iter()
+                .enumerate()
+                .map(|(i, f)| appflow_core::profile::ObservedFile {
+                    path: f.to_string(),
+                    size_bytes: 8192,
+                    first_access_us: i as u64,
+                    ranges: vec![appflow_core::profile::ByteRange {
+                        start: 0,
+                        end: 8192,
+                    }],
+                })
+                .collect(),
+            ..Default::default()
+        });
+        assert_eq!(to_device_paths(&mut p, mnt, backing), 1);
+        let paths: Vec<&str> = p.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["/run/ab/mnt/apps/music/s/0.bin"]);
+        assert_eq!(
+            on_backing(Path::new("/run/ab/mnt/apps/x/a"), mnt, backing),
+            Some(backing.join("apps/x/a"))
+        );
+        assert_eq!(on_backing(Path::new("/elsewhere"), mnt, backing), None);
     }
 
     #[test]

@@ -78,6 +78,9 @@ pub struct TestbedInfo {
     pub cpu_budget: CpuBudget,
     /// How the profiles were made (`recorded` or `from-spec`).
     pub profiles: &'static str,
+    /// When the profiles are not all recorded: how they were made instead
+    /// and why (the table prints it).
+    pub profiles_note: Option<String>,
     /// Repetitions of each policy.
     pub repetitions: u32,
     /// The target apps.
@@ -412,6 +415,14 @@ pub fn table(r: &RunReport) -> String {
             s.push_str(&format!("{k:<12} skipped: {}\n", v.as_str().unwrap_or("")));
         }
     }
+    if let Some(note) = r
+        .extra
+        .get("testbed")
+        .and_then(|t| t.get("profiles_note"))
+        .and_then(|v| v.as_str())
+    {
+        s.push_str(&format!("launch profiles: {note}\n"));
+    }
     s
 }
 
@@ -527,5 +538,39 @@ mod tests {
         assert_eq!(s.summary.cold_relaunches, 1);
         assert!(s.extra.contains_key("switch_ms"));
         assert!(s.extra.contains_key("relaunch_ms_all"));
+    }
+
+    /// Issue 30, defect 3: a run whose recording failed fell back to
+    /// profiles from the specs, and the table the user reads said nothing.
+    #[test]
+    fn the_table_says_when_profiles_were_not_recorded() {
+        use crate::prepare::ProfileSource;
+        let report = |src: &ProfileSource| RunReport {
+            device: "d".into(),
+            workload: "high".into(),
+            seed: 0,
+            results: vec![],
+            extra: [(
+                "testbed".to_string(),
+                serde_json::json!({"profiles": src.name(), "profiles_note": src.note()}),
+            )]
+            .into_iter()
+            .collect(),
+        };
+        let failed = ProfileSource::FromSpec {
+            failed: Some("the recorded profile of music has no files".into()),
+        };
+        let t = table(&report(&failed));
+        assert!(
+            t.contains("launch profiles: NOT RECORDED")
+                && t.contains("the recorded profile of music has no files"),
+            "{t}"
+        );
+        let t = table(&report(&ProfileSource::FromSpec { failed: None }));
+        assert!(
+            t.contains("launch profiles: written from the synthetic apps' specs (--profiles spec)"),
+            "{t}"
+        );
+        assert!(!table(&report(&ProfileSource::Recorded)).contains("launch profiles"));
     }
 }

@@ -72,18 +72,18 @@ impl Scenario {
             Scenario::Idle | Scenario::Low | Scenario::Medium | Scenario::High
         )
     }
+    /// Every scenario, in the order a run takes them.
+    pub const ALL: [Scenario; 6] = [
+        Scenario::Idle,
+        Scenario::Low,
+        Scenario::Medium,
+        Scenario::High,
+        Scenario::Multitask,
+        Scenario::Trace,
+    ];
     /// Parses a name.
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            Scenario::Idle,
-            Scenario::Low,
-            Scenario::Medium,
-            Scenario::High,
-            Scenario::Multitask,
-            Scenario::Trace,
-        ]
-        .into_iter()
-        .find(|x| x.name() == s)
+        Self::ALL.into_iter().find(|x| x.name() == s)
     }
 }
 

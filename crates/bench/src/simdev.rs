@@ -509,6 +509,213 @@ fn workload_section(o: &BenchOptions, synthetic: &[(&str, AppClass)]) -> Workloa
     }
 }
 
+/// A value of the emitted file that the run could not derive from a
+/// measurement, so the file carries a default or an assumption instead.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Underived {
+    /// The field, as in the file (`lru_anon_ms_per_mib`, `app.llm.cpu_init_ms`).
+    pub field: String,
+    /// Why it is not derived, and what the file holds instead.
+    pub why: String,
+    /// Scenarios the run must add to derive it.
+    pub scenarios: Vec<Scenario>,
+    /// Policies the run must add to derive it.
+    pub policies: Vec<&'static str>,
+}
+
+/// Every field of the file [`sim_device_toml`] writes for `measured` that
+/// is not derived from a measurement of the run, with the runs to add. A
+/// file with such fields may predict far from the testbed: without `idle`
+/// beside `high` for stock, the kernel's LRU reclaim costs what a targeted
+/// page-out costs and stock's loaded launch comes out about twice as fast
+/// as measured (issue 30: 2,072 vs 4,166 ms).
+pub fn underived(o: &BenchOptions, measured: &Measured) -> Vec<Underived> {
+    let mut out = Vec::new();
+    let mut add = |field: &str, why: String, scenarios: Vec<Scenario>, policies| {
+        out.push(Underived {
+            field: field.to_string(),
+            why,
+            scenarios,
+            policies,
+        })
+    };
+    let stock = o.policies.iter().any(|p| p.is_stock());
+    let target = o
+        .targets
+        .first()
+        .map(String::as_str)
+        .unwrap_or("the target");
+    let with_stock = |mut p: Vec<&'static str>| {
+        if !stock {
+            p.insert(0, "stock");
+        }
+        p
+    };
+    if measured.calibration.is_empty() {
+        add(
+            "device.storage",
+            "the run measured no storage curve in the domain; the flash model's latency + size / bandwidth is written".into(),
+            vec![],
+            vec![],
+        );
+    }
+    if measured.stock_zram_ratio.is_none() {
+        add(
+            "device.zram_ratio",
+            "no stock session swapped to zram; the synthetic pages' ratio (about 3:1) is assumed"
+                .into(),
+            vec![Scenario::High],
+            with_stock(vec![]),
+        );
+    }
+    if measured.stock_file_reclaim_share.is_none() {
+        add(
+            "device.reclaim_cache_first",
+            "no stock session reclaimed; the kernel's order (page cache first) is assumed".into(),
+            vec![Scenario::High],
+            with_stock(vec![]),
+        );
+    }
+    if measured.anon_rate().is_none() {
+        add(
+            "device.anon_zram_ms_per_mib",
+            "the run measured no anonymous reclaim throughput (extra.testbed.reclaim_calibration); \
+             this host's zram cost over the CPU budget is written, and file_drop_ms_per_mib follows it"
+                .into(),
+            vec![],
+            vec![],
+        );
+    }
+    match measured.stock_launch {
+        None => {
+            let have = |sc: Scenario| o.scenarios.contains(&sc);
+            let mut missing = Vec::new();
+            if !stock {
+                missing.push("stock in --policies".to_string());
+            }
+            for sc in [Scenario::Idle, Scenario::High] {
+                if !have(sc) {
+                    missing.push(format!("{} in --scenario", sc.name()));
+                }
+            }
+            let why = if missing.is_empty() {
+                format!("no ready stock launch of {target} under both idle and high")
+            } else {
+                format!(
+                    "the run has no stock launch of {target} under both idle and high (it lacks {})",
+                    missing.join(" and ")
+                )
+            };
+            add(
+                "device.lru_anon_ms_per_mib",
+                format!(
+                    "{why}; the kernel's LRU reclaim is charged a targeted page-out's cost, so stock's loaded \
+                     launches come out too fast"
+                ),
+                vec![Scenario::Idle, Scenario::High],
+                with_stock(vec![]),
+            );
+        }
+        Some(s) => {
+            let (anon, file) = reclaim_costs(o, measured);
+            if lru_anon_cost(&s, anon, file).is_none() {
+                add(
+                    "device.lru_anon_ms_per_mib",
+                    format!(
+                        "stock's loaded launch of {target} reclaimed under 1 MiB of anonymous pages; \
+                         a run whose load reaches the launch (a larger --scale, or --scenario high) derives it"
+                    ),
+                    vec![Scenario::High],
+                    vec![],
+                );
+            }
+        }
+    }
+    if usable(measured.anon_alloc_bytes_per_sec).is_none() {
+        add(
+            "device.anon_fault_ms_per_mib",
+            "the run did not measure the apps' allocation (extra.testbed.anon_alloc_bytes_per_sec); 0 is written".into(),
+            vec![],
+            vec![],
+        );
+    }
+    if usable(measured.worker_read_bytes_per_sec).is_none() {
+        add(
+            "device.worker_read_mib_per_sec",
+            "the run did not measure the preload worker's stream (extra.testbed.worker_read_bytes_per_sec); \
+             the worker streams at the storage curve's rate"
+                .into(),
+            vec![],
+            vec![],
+        );
+    }
+    for t in &o.targets {
+        let synthetic = o
+            .apps
+            .iter()
+            .any(|a| &a.name == t && a.synthetic().is_some());
+        if synthetic && !measured.oracle_ms.contains_key(t) {
+            add(
+                &format!("app.{t}.cpu_init_ms"),
+                format!(
+                    "no oracle launch of {t}; the spec's CPU time is written, without what the testbed's \
+                     launch spends starting the process and opening and copying its files"
+                ),
+                vec![],
+                vec!["oracle"],
+            );
+        }
+    }
+    out
+}
+
+/// The lines `appflow bench --emit-sim-device FILE` prints on stderr for
+/// the fields it could not derive: one per field, then the scenarios and
+/// policies to run to derive them. Empty when every field is derived.
+pub fn underived_message(o: &BenchOptions, measured: &Measured, file: &Path) -> String {
+    let u = underived(o, measured);
+    if u.is_empty() {
+        return String::new();
+    }
+    let mut t = format!(
+        "appflow bench: {}: {} field(s) not derived from this run's measurements (the simulator will \
+         predict from defaults there):\n",
+        file.display(),
+        u.len()
+    );
+    for x in &u {
+        t.push_str(&format!("  {}: {}\n", x.field, x.why));
+    }
+    let mut scenarios: Vec<Scenario> = o.scenarios.clone();
+    let mut policies: Vec<String> = o.policies.iter().map(|p| p.name().to_string()).collect();
+    for x in &u {
+        for sc in &x.scenarios {
+            if !scenarios.contains(sc) {
+                scenarios.push(*sc);
+            }
+        }
+        for p in &x.policies {
+            if !policies.iter().any(|q| q == p) {
+                policies.push(p.to_string());
+            }
+        }
+    }
+    scenarios.sort_by_key(|sc| Scenario::ALL.iter().position(|x| x == sc));
+    let added = scenarios.len() > o.scenarios.len() || policies.len() > o.policies.len();
+    if added {
+        t.push_str(&format!(
+            "appflow bench: to derive them, run with --scenario {} --policies {} (the other flags as before)\n",
+            scenarios.iter().map(|s| s.name()).collect::<Vec<_>>().join(","),
+            policies.join(",")
+        ));
+    } else {
+        t.push_str(
+            "appflow bench: no added scenario or policy derives them: the run's own calibration did not measure them\n",
+        );
+    }
+    t
+}
+
 /// The device file of a run (`appflow bench --emit-sim-device`), written
 /// with the simulator's own types.
 pub fn sim_device_toml(o: &BenchOptions, measured: &Measured) -> anyhow::Result<String> {
@@ -565,6 +772,90 @@ mod tests {
 
     fn emitted(a: &BenchArgs) -> String {
         sim_device_toml(&options(a).unwrap(), &Measured::default()).unwrap()
+    }
+
+    fn full_measurement() -> Measured {
+        Measured {
+            calibration: vec![CurvePoint {
+                block_bytes: 4096,
+                bytes_per_sec: 13.0e6,
+            }],
+            stock_zram_ratio: Some(2.5),
+            stock_file_reclaim_share: Some(0.83),
+            anon_reclaim_bytes_per_sec: Some(150.0 * MIB as f64),
+            cpu_budget_cores: Some(0.3),
+            stock_launch: Some(StockLaunch {
+                idle_ms: 1000.0,
+                high_ms: 3500.0,
+                stolen_anon_pages: 88 * 256,
+                stolen_file_pages: 414 * 256,
+            }),
+            anon_alloc_bytes_per_sec: Some(512.0 * MIB as f64),
+            worker_read_bytes_per_sec: Some(600.0 * MIB as f64),
+            oracle_ms: [("llm".to_string(), 430.0)].into(),
+        }
+    }
+
+    /// Issue 30, defect 4: the run of the issue (high only, no oracle)
+    /// wrote a device whose stock prediction was half the measured one, and
+    /// said nothing. Each field it cannot derive is named, with the runs
+    /// to add; a run that measured everything says nothing.
+    #[test]
+    fn underived_fields_are_named_with_the_runs_to_add() {
+        let args = |scenario: &str, policies: &str| BenchArgs {
+            scenario: scenario.split(',').map(String::from).collect(),
+            policies: policies.split(',').map(String::from).collect(),
+            ..BenchArgs::default()
+        };
+        let o = options(&args("high", "stock,appflow,appflow-sfp,prefetch")).unwrap();
+        let m = Measured {
+            stock_launch: None,
+            oracle_ms: BTreeMap::new(),
+            ..full_measurement()
+        };
+        let fields: Vec<String> = underived(&o, &m).into_iter().map(|u| u.field).collect();
+        assert_eq!(
+            fields,
+            ["device.lru_anon_ms_per_mib", "app.llm.cpu_init_ms"],
+            "{fields:?}"
+        );
+        let msg = underived_message(&o, &m, Path::new("dev.toml"));
+        assert!(msg.contains("dev.toml: 2 field(s) not derived"), "{msg}");
+        assert!(msg.contains("it lacks idle in --scenario"), "{msg}");
+        assert!(msg.contains("no oracle launch of llm"), "{msg}");
+        assert!(
+            msg.contains(
+                "run with --scenario idle,high --policies stock,appflow,appflow-sfp,prefetch,oracle"
+            ),
+            "{msg}"
+        );
+        // Everything measured: nothing to say.
+        let o = options(&args("idle,high", "stock,appflow,oracle")).unwrap();
+        assert_eq!(underived(&o, &full_measurement()), vec![]);
+        assert_eq!(
+            underived_message(&o, &full_measurement(), Path::new("d")),
+            ""
+        );
+        // Nothing measured (no stock at all, the calibration missing).
+        let o = options(&args("high", "appflow")).unwrap();
+        let u = underived(&o, &Measured::default());
+        let names: Vec<&str> = u.iter().map(|u| u.field.as_str()).collect();
+        for f in [
+            "device.storage",
+            "device.zram_ratio",
+            "device.anon_zram_ms_per_mib",
+            "device.lru_anon_ms_per_mib",
+            "device.anon_fault_ms_per_mib",
+            "device.worker_read_mib_per_sec",
+            "app.llm.cpu_init_ms",
+        ] {
+            assert!(names.contains(&f), "{f} missing from {names:?}");
+        }
+        let msg = underived_message(&o, &Measured::default(), Path::new("d"));
+        assert!(
+            msg.contains("--scenario idle,high --policies appflow,stock,oracle"),
+            "{msg}"
+        );
     }
 
     #[test]

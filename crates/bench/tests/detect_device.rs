@@ -1,6 +1,6 @@
 //! Launch detection on the testbed's device: a declared app whose files sit
 //! on the testbed's flash device (the FUSE file system with the phone's
-//! service-time model, docs/bench.md "Storage") is launched cold twice by a
+//! service-time model, docs/bench-design.md "Storage") is launched cold twice by a
 //! daemon that is never notified: launch 1 has no profile (the daemon
 //! detects and records it), launch 2 is preloaded from what it learned.
 //! Both launches are cold (every file of the app dropped from the page

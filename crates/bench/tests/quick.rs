@@ -1,7 +1,7 @@
 //! `appflow bench --quick` on the real kernel, asserting only what must hold
 //! regardless of noise.
 //!
-//! Choice (see docs/bench.md): the test runs the bench *library* in-process
+//! Choice (see docs/bench-reference.md, "Tests"): the test runs the bench *library* in-process
 //! (`appflow_bench::cli::run_bench`) and hands it the `appflow` binary found
 //! at `<workspace>/target/<profile>/appflow` for the app processes and the
 //! daemon. It never builds that binary itself; when it is absent, or when not
@@ -94,4 +94,14 @@ fn quick_bench_leaves_nothing_behind_and_keeps_invariants() {
     assert!(r.results.iter().any(|p| p.policy == "oracle"));
     assert!(r.results.iter().any(|p| p.policy == "stock"));
     eprintln!("{}", appflow_bench::report::table(r));
+
+    // 5. The quick run has no `idle` or `high`: a device file written from it
+    //    cannot derive the kernel's LRU reclaim cost from stock's loaded
+    //    launch, and `--emit-sim-device` says so, with the runs to add
+    //    (issue 30, defect 4).
+    let measured = appflow_bench::cli::measured_for_sim(&o, &out);
+    let msg = appflow_bench::simdev::underived_message(&o, &measured, "q.toml".as_ref());
+    assert!(msg.contains("device.lru_anon_ms_per_mib"), "{msg}");
+    assert!(msg.contains("--scenario idle,low,high"), "{msg}");
+    eprintln!("{msg}");
 }

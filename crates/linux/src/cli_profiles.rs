@@ -7,7 +7,6 @@ use crate::calibrate::{self, CalibrateOptions, DEFAULT_FILE_BYTES, SPEEDUP_BLOCK
 use crate::cli::{emit, out};
 use crate::recorder::{record_launch, Readiness, RecordError, RecordOptions};
 use crate::store::{validate_app_name, ProfileStore, StoreError};
-use anyhow::Context;
 use appflow_core::profile::LaunchProfile;
 use appflow_core::{InputError, MIB};
 use std::path::PathBuf;
@@ -323,9 +322,7 @@ pub fn run_apps(a: AppsArgs) -> anyhow::Result<()> {
     let mut o = String::new();
     match a.cmd {
         None => {
-            let (profiles, skipped) = store
-                .load_all()
-                .with_context(|| format!("reading profiles in {}", store.dir().display()))?;
+            let (profiles, skipped) = store.load_all().map_err(store_err)?;
             match a.format {
                 Format::Json => {
                     let v = serde_json::json!({

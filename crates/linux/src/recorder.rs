@@ -444,6 +444,17 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
                 exited.is_some()
             }
             Readiness::File(f) => f.exists(),
+            // An app that prints its ready line and exits at once (a
+            // synthetic app whose stdin is closed) is ready: once it has
+            // exited, its line may still be in the pipe or in the reader
+            // thread, so wait for the reader to reach the end of the pipe
+            // (it drops the sender there), within the timeout, before
+            // calling the exit early. Polling 1 ms here lost the line on a
+            // loaded host (`appflow bench` then fell back to profiles from
+            // the specs; issue 30).
+            Readiness::Line(_) if exited.is_some() => line_rx
+                .recv_timeout(timeout.saturating_sub(start.elapsed()))
+                .is_ok(),
             Readiness::Line(_) => line_rx.recv_timeout(tick).is_ok(),
         };
         if ready {

@@ -50,6 +50,17 @@ pub enum StoreError {
         #[source]
         source: ProfileError,
     },
+    /// A profile file, or the profiles directory, cannot be read: not a
+    /// regular file (a directory, a FIFO), not UTF-8 text, or refused by
+    /// the system (permissions, an I/O error).
+    #[error("{}: cannot read: {source}", path.display())]
+    Unreadable {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
     /// The saved reuse predictor cannot be used.
     #[error("{}: {source}", path.display())]
     Usage {
@@ -73,17 +84,53 @@ pub enum StoreError {
 
 impl StoreError {
     /// True when the error is the user's input (a bad app name, or a
-    /// profile file that is malformed, foreign, of another version or of
-    /// another app), so the binary exits 2.
+    /// profile file or directory that is unreadable, malformed, foreign,
+    /// of another version or of another app), so the binary exits 2.
     pub fn is_input_error(&self) -> bool {
         matches!(
             self,
             StoreError::BadAppName { .. }
+                | StoreError::Unreadable { .. }
                 | StoreError::Profile { .. }
                 | StoreError::Usage { .. }
                 | StoreError::WrongApp { .. }
         )
     }
+}
+
+fn unreadable(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
+    move |source| StoreError::Unreadable {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A profile file's text. Only a regular file is opened (a FIFO would
+/// block the reader for ever, a directory cannot be read), and its bytes
+/// must be UTF-8; every failure is [`StoreError::Unreadable`].
+fn read_text(path: &Path) -> Result<String, StoreError> {
+    let meta = std::fs::metadata(path).map_err(unreadable(path))?;
+    if !meta.is_file() {
+        let kind = if meta.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file"
+        };
+        return Err(unreadable(path)(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{kind}, not a profile"),
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(unreadable(path))?;
+    String::from_utf8(bytes).map_err(|e| {
+        unreadable(path)(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "not UTF-8 text (invalid byte at offset {}), not a profile",
+                e.utf8_error().valid_up_to()
+            ),
+        ))
+    })
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
@@ -219,7 +266,7 @@ impl ProfileStore {
     }
 
     fn read_file(path: &Path, expected_app: &str) -> Result<LaunchProfile, StoreError> {
-        let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+        let text = read_text(path)?;
         let p = LaunchProfile::from_json(&text).map_err(|source| StoreError::Profile {
             path: path.to_path_buf(),
             source,
@@ -237,7 +284,7 @@ impl ProfileStore {
     /// Loads `app`'s profile; `None` when it has none yet. A corrupt file is an error here.
     pub fn load(&self, app: &str) -> Result<Option<LaunchProfile>, StoreError> {
         let path = self.path_of(app)?;
-        if !path.exists() {
+        if !path.try_exists().map_err(unreadable(&path))? {
             return Ok(None);
         }
         Self::read_file(&path, app).map(Some)
@@ -253,11 +300,11 @@ impl ProfileStore {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((profiles, skipped)),
-            Err(e) => return Err(io_err(&self.dir)(e)),
+            Err(e) => return Err(unreadable(&self.dir)(e)),
         };
         let mut paths: Vec<PathBuf> = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(io_err(&self.dir))?;
+            let entry = entry.map_err(unreadable(&self.dir))?;
             let path = entry.path();
             let name = entry.file_name();
             let name = name.to_string_lossy();

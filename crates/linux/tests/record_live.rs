@@ -284,6 +284,38 @@ fn ready_file_exit_and_timeout() {
     // The ready file exists now: a second recording refuses to start.
     assert!(record_launch(&opts).is_err());
 
+    // Readiness by a line that reaches the recorder after the app has
+    // exited (a synthetic app of the testbed prints it and exits at once,
+    // its stdin closed; on a loaded host the recorder's reader thread is
+    // behind): ready, not "exited before it was ready". Here a child of the
+    // app prints it 300 ms after the app exits (issue 30, defect 3: the
+    // recorder waited 1 ms for the line once the app had exited).
+    let mut opts = RecordOptions::new(vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "cat {} > /dev/null; (sleep 0.3; echo READY) & exit 0",
+            data.display()
+        ),
+    ]);
+    opts.readiness = Readiness::Line(regex::Regex::new("^READY$").unwrap());
+    opts.cold = true;
+    let rec = record_launch(&opts).expect("a ready line before exit is readiness");
+    assert!(rec
+        .observation
+        .files
+        .iter()
+        .any(|f| f.path == data.display().to_string()));
+    // Exiting without the line is still an early exit.
+    let mut opts = RecordOptions::new(vec![
+        "sh".into(),
+        "-c".into(),
+        "echo not-ready; exit 0".into(),
+    ]);
+    opts.readiness = Readiness::Line(regex::Regex::new("^READY$").unwrap());
+    let e = record_launch(&opts).unwrap_err();
+    assert!(e.to_string().contains("before it was ready"), "{e}");
+
     // Readiness by exit: the exit code is reported.
     let mut opts = RecordOptions::new(vec!["sh".into(), "-c".into(), "exit 3".into()]);
     opts.readiness = Readiness::Exit;

@@ -387,6 +387,7 @@ pub fn simulate_full(
     }
     let models: Vec<AppModel> = cat.iter().map(catalog::model).collect();
     let w = Workload::resolve_with(&a.workload, &models, &a.targets, events, &setup)?;
+    crate::launch::check_launchable(&dev, &models, &w.installed(&models))?;
     let results = run_all(&dev, &policies, &cfg, &models, &w, a.threads);
     let per_user = match (&a.per_user, &w) {
         (Some(_), Workload::Trace { events }) => {

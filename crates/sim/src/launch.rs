@@ -27,6 +27,86 @@ const LAUNCH_LIMIT_US: u64 = 600_000_000;
 
 pub use appflow_core::report::LaunchKind;
 
+/// The least a lone cold launch of `m` takes on `dev`, ms, and what bounds
+/// it: the longest of its CPU time (at the launch's least jitter, 0.9), its
+/// launch files at the device's best read rate, and the fault cost of its
+/// anonymous pages. The model may overlap these, never beat any one, so a
+/// floor above the launch limit means every launch of the app is cut off.
+pub fn cold_launch_floor_ms(dev: &Device, m: &AppModel) -> (f64, String) {
+    let best_read = dev
+        .read_curve
+        .points()
+        .iter()
+        .map(|p| p.bytes_per_sec)
+        .chain(dev.readahead_read_bytes_per_sec)
+        .fold(0.0_f64, f64::max);
+    let file_bytes = m.file_pages() * appflow_core::PAGE_BYTES;
+    let mib = |b: u64| b as f64 / appflow_core::MIB as f64;
+    [
+        (
+            m.spec.cpu_init_ms * dev.cpu_scale * 0.9,
+            format!(
+                "its CPU time (cpu_init_ms {} × the device's cpu_scale {})",
+                m.spec.cpu_init_ms, dev.cpu_scale
+            ),
+        ),
+        (
+            file_bytes as f64 / best_read * 1000.0,
+            format!(
+                "its {:.1} MiB of launch files at the storage's best rate ({} MiB/s)",
+                mib(file_bytes),
+                short(best_read / appflow_core::MIB as f64)
+            ),
+        ),
+        (
+            mib(m.anon_pages * appflow_core::PAGE_BYTES) * dev.anon_fault_ms_per_mib,
+            format!(
+                "faulting its {:.1} MiB of anonymous memory ({} ms per MiB)",
+                mib(m.anon_pages * appflow_core::PAGE_BYTES),
+                dev.anon_fault_ms_per_mib
+            ),
+        ),
+    ]
+    .into_iter()
+    .max_by(|a, b| a.0.total_cmp(&b.0))
+    .expect("three bounds")
+}
+
+/// `x` for a message: one decimal, or scientific notation below 0.1.
+fn short(x: f64) -> String {
+    if x >= 0.1 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.3e}")
+    }
+}
+
+/// Refuses a device and app set on which a used app's lone cold launch
+/// would outlast the launch limit ([`LAUNCH_LIMIT_US`], 10 simulated
+/// minutes): every such launch would run its 120,000 steps to be cut off,
+/// so a long trace would take hours to say nothing. Constant time per app.
+pub fn check_launchable(
+    dev: &Device,
+    models: &[AppModel],
+    used: &[bool],
+) -> Result<(), appflow_core::InputError> {
+    let limit_ms = (LAUNCH_LIMIT_US / 1000) as f64;
+    for (m, _) in models.iter().zip(used).filter(|(_, &u)| u) {
+        let (floor_ms, why) = cold_launch_floor_ms(dev, m);
+        if floor_ms > limit_ms {
+            return Err(appflow_core::InputError::new(format!(
+                "app {:?} cannot launch on device {:?}: {why} takes at least {:.0} s, beyond the \
+                 simulator's {:.0} s launch limit; a rate or size in the device or app file is out of range",
+                m.spec.name,
+                dev.name,
+                floor_ms / 1000.0,
+                limit_ms / 1000.0
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Phase {
     /// Read chunk `k` (a share `frac` of it); `left` is what remains to

@@ -319,7 +319,10 @@ impl Workload {
                 })
             }
             "trace" => match trace {
-                Some(events) if !events.is_empty() => Ok(Workload::Trace { events }),
+                Some(events) if !events.is_empty() => {
+                    check_trace_clock(&events)?;
+                    Ok(Workload::Trace { events })
+                }
                 _ => Err(InputError::new(
                     "workload trace needs --trace FILE (a CSV/TSV trace, see docs/sim.md)",
                 )),
@@ -523,6 +526,53 @@ pub fn run_policy(
     }
     out.counters = sim.counters.clone();
     out
+}
+
+/// The most simulated time a trace replay may take, µs: half the
+/// simulator's clock (a u64 of µs, about 292,000 years), so that the
+/// replay's time, what its launches add to it and every timer set from it
+/// stay far from overflow. Users are replayed one after another on one
+/// clock, so the bound is on the sum of their spans. A real trace (a
+/// million users over 100 days: 8.6 × 10^18 µs) fits; a timestamp near
+/// u64::MAX ms does not, and is refused instead of replayed for ever.
+pub const MAX_REPLAY_US: u64 = u64::MAX / 2;
+
+/// Refuses a trace whose replay would not fit the simulator's clock
+/// ([`MAX_REPLAY_US`]) or whose user goes back in time (the replay counts
+/// time forward from each user's first event). One pass, no replay.
+pub fn check_trace_clock(events: &[TraceEvent]) -> Result<(), InputError> {
+    let mut last_of: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+    // The sum of the users' spans, counted as each user's clock moves on.
+    let mut total_us: u64 = 0;
+    for e in events {
+        let last = last_of.entry(e.user.as_str()).or_insert(e.ts_ms);
+        let Some(step_ms) = e.ts_ms.checked_sub(*last) else {
+            return Err(InputError::new(format!(
+                "trace: timestamp {} goes back in time for user {:?} (previous {last})",
+                e.ts_ms, e.user
+            )));
+        };
+        *last = e.ts_ms;
+        total_us = match step_ms
+            .checked_mul(1000)
+            .and_then(|u| total_us.checked_add(u))
+            .filter(|&t| t <= MAX_REPLAY_US)
+        {
+            Some(t) => t,
+            None => {
+                return Err(InputError::new(format!(
+                    "trace: user {:?}'s event at {} ms takes the replay past the simulator's clock \
+                     ({} ms, about {:.0} years, for all users' spans together; this one steps {step_ms} ms): \
+                     timestamps are Unix milliseconds",
+                    e.user,
+                    e.ts_ms,
+                    MAX_REPLAY_US / 1000,
+                    MAX_REPLAY_US as f64 / 1e6 / 86_400.0 / 365.25,
+                )))
+            }
+        };
+    }
+    Ok(())
 }
 
 /// The trace's events grouped by user, users in order of first appearance,

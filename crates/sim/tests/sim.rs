@@ -565,6 +565,32 @@ fn the_scheduler_ticks_through_background_growth_on_a_testbed_device() {
     );
 }
 
+/// Issue 30, defect 1: the library refuses, in one pass over the events, a
+/// trace whose replay would not fit the simulator's clock (a last
+/// timestamp of u64::MAX hung the replay) and one built by a caller whose
+/// user goes back in time, whatever front end built the events.
+#[test]
+fn trace_workload_refuses_spans_beyond_the_clock() {
+    let models: Vec<_> = catalogue().iter().map(catalog::model).collect();
+    let ev = |user: &str, ts_ms: u64| trace::TraceEvent {
+        user: user.into(),
+        ts_ms,
+        app: "TikTok".into(),
+        kind: EventKind::Open,
+    };
+    let resolve = |events| Workload::resolve("trace", &models, &[], Some(events));
+    for last in [u64::MAX, 1 << 62, workload::MAX_REPLAY_US / 1000 + 1] {
+        let e = resolve(vec![ev("u", 0), ev("u", last)]).unwrap_err();
+        assert!(e.to_string().contains("simulator's clock"), "{e}");
+    }
+    let half = workload::MAX_REPLAY_US / 1000 / 2 + 1;
+    let e = resolve(vec![ev("a", 0), ev("a", half), ev("b", 0), ev("b", half)]).unwrap_err();
+    assert!(e.to_string().contains("\"b\""), "{e}");
+    let e = resolve(vec![ev("a", 5), ev("a", 4)]).unwrap_err();
+    assert!(e.to_string().contains("back in time"), "{e}");
+    resolve(vec![ev("a", 0), ev("a", workload::MAX_REPLAY_US / 1000)]).unwrap();
+}
+
 /// `--generate-trace` with `--users` / `--population` writes a trace the
 /// replay reads back, one user id per generated user; without the two
 /// flags it writes the single-user generator's text, byte for byte; a bad
