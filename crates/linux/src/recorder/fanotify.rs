@@ -67,6 +67,9 @@ const SKIP_FS: &[&str] = &[
     "selinuxfs",
 ];
 
+/// How long [`Watcher::finish`] waits for the FUSE watcher to stop.
+const FUSE_JOIN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A file the tree opened (or read) during the window.
 #[derive(Debug)]
 pub(crate) struct SeenFile {
@@ -280,15 +283,30 @@ impl Watcher {
     pub fn finish(self) -> io::Result<WatchResult> {
         self.stop.store(true, Ordering::SeqCst);
         let mut all = WatchResult::default();
-        // Join every thread before the first error is returned.
-        let results: Vec<_> = self
-            .handles
-            .into_iter()
-            .map(|h| {
+        // Join every thread before the first error is returned. The FUSE
+        // thread (the second) may be blocked in a read that waits on a hung
+        // FUSE server: it is given FUSE_JOIN_WAIT, then left behind (it ends
+        // with the server's answer) and what the first thread saw is kept.
+        let mut results = Vec::new();
+        for (i, h) in self.handles.into_iter().enumerate() {
+            if i > 0 {
+                let t0 = Instant::now();
+                while !h.is_finished() && t0.elapsed() < FUSE_JOIN_WAIT {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                if !h.is_finished() {
+                    tracing::warn!(
+                        "the FUSE watcher did not stop within {FUSE_JOIN_WAIT:?} (a FUSE server not answering?); its files are left out"
+                    );
+                    continue;
+                }
+            }
+            results.push(
                 h.join()
-                    .map_err(|_| io::Error::other("fanotify thread panicked"))?
-            })
-            .collect();
+                    .map_err(|_| io::Error::other("fanotify thread panicked"))
+                    .and_then(|r| r),
+            );
+        }
         for r in results {
             let r = r?;
             for (k, f) in r.files {
