@@ -253,23 +253,25 @@ impl Watcher {
         let keep_cap = keep_cap / groups.len();
         let mut handles = Vec::new();
         for (name, fan, members, fuse) in groups {
-            let stop = stop.clone();
+            let stop2 = stop.clone();
             let proc_root = proc_root.to_path_buf();
-            handles.push(
-                std::thread::Builder::new()
-                    .name(name.into())
-                    .spawn(move || {
-                        event_loop(
-                            fan,
-                            &proc_root,
-                            cold && !fuse,
-                            keep_cap,
-                            &stop,
-                            members,
-                            fuse,
-                        )
-                    })?,
-            );
+            let spawned = std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || {
+                    event_loop(
+                        fan,
+                        &proc_root,
+                        cold && !fuse,
+                        keep_cap,
+                        &stop2,
+                        members,
+                        fuse,
+                    )
+                });
+            // A thread already started stops (and drops its group) when a
+            // later one cannot be.
+            let spawned = spawned.inspect_err(|_| stop.store(true, Ordering::SeqCst))?;
+            handles.push(spawned);
         }
         Ok(Self {
             stop,
