@@ -158,8 +158,15 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 ///
 /// The file is private (mode 0600): launch profiles, metrics, traces and the
 /// journal say which apps a user runs and when.
+///
+/// A `path` that exists and is not a regular file (`/dev/null`, a FIFO, a
+/// terminal) is written in place: a rename would replace the device node
+/// with a file, and as root that breaks every later reader of `/dev/null`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return std::fs::write(path, bytes);
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

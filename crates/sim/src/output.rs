@@ -737,7 +737,14 @@ pub fn plot_svg(report: &RunReport, compare_paper: bool) -> Result<String, Strin
 }
 
 /// Writes `text` to `path` atomically (temp file in the same directory, then rename).
+///
+/// A `path` that exists and is not a regular file (`--json /dev/null`, a
+/// FIFO) is written in place: a rename would replace the device node with a
+/// file, and as root that breaks every later reader of `/dev/null`.
 pub fn write_atomic(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return std::fs::write(path, text);
+    }
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -751,4 +758,28 @@ pub fn write_atomic(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_atomic;
+
+    #[test]
+    fn write_atomic_never_replaces_a_path_that_is_not_a_file() {
+        // `--json /dev/null` must leave the device node a device. A Unix
+        // socket stands in (no root needed): it is written in place, which
+        // fails, and it is still a socket afterwards.
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&p).unwrap();
+        assert!(write_atomic(&p, "x").is_err());
+        assert!(std::fs::metadata(&p).unwrap().file_type().is_socket());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // A regular file is still replaced whole.
+        let f = dir.path().join("out.json");
+        write_atomic(&f, "first, longer").unwrap();
+        write_atomic(&f, "second").unwrap();
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "second");
+    }
 }
