@@ -277,6 +277,11 @@ pub struct Sim<'a> {
     /// it forward past the apps they find empty.
     pub(crate) clear_file: usize,
     pub(crate) clear_anon: usize,
+    /// Some switch's prepaging has left pages it did not use (an app's
+    /// `unused_anon` or `other_file`). Until then every app has none, and
+    /// reclaim's first pass over them (the inactive list's tail) is skipped:
+    /// it would take nothing. Policies that never prepage never set it.
+    pub(crate) prepage_leftovers: bool,
     // memory totals, pages
     pub(crate) dram_pages: u64,
     pub(crate) reserved_pages: u64,
@@ -432,6 +437,7 @@ impl<'a> Sim<'a> {
             lru_pos: (0..n).collect(),
             clear_file: 0,
             clear_anon: 0,
+            prepage_leftovers: false,
             dram_pages: dev.dram_bytes / PAGE_BYTES,
             reserved_pages: dev.reserved_bytes / PAGE_BYTES,
             anon_total: 0,

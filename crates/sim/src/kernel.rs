@@ -42,6 +42,34 @@ pub const LMKD_SWAP_FREE_LOW: f64 = 0.10;
 pub const LMKD_KILL_TIMEOUT_US: u64 = 100_000;
 const PSI_BUCKET_US: u64 = 100_000;
 
+/// `x.ceil() as u64`, exactly (NaN and negatives give 0, beyond `u64::MAX`
+/// saturates), without the float library call: the x86-64 baseline has no
+/// rounding instruction, and the page counts of every reclaim and read step
+/// go through here.
+#[inline]
+pub(crate) fn ceil_u64(x: f64) -> u64 {
+    let t = x as u64; // truncates toward zero, saturating
+    if (t as f64) < x {
+        t.saturating_add(1)
+    } else {
+        t
+    }
+}
+
+/// `x.round() as u64` (halves away from zero), exactly, without the float
+/// library call (see [`ceil_u64`]).
+#[inline]
+pub(crate) fn round_u64(x: f64) -> u64 {
+    let t = x as u64;
+    // Below 2^52 the fraction `x - t` is exact; from 2^52 on every float is
+    // a whole number, so the fraction is 0 (and `t` saturates past u64).
+    if x - t as f64 >= 0.5 {
+        t.saturating_add(1)
+    } else {
+        t
+    }
+}
+
 /// Removes up to `n` pages from cells, proportionally; returns pages removed.
 pub(crate) fn take_cells(c: &mut Cells, n: u64) -> u64 {
     let total = cells_sum(c);
@@ -99,7 +127,7 @@ impl Sim<'_> {
         if stored == self.zram_stored {
             return pool;
         }
-        let pool = (self.zram_stored as f64 / self.dev.zram_ratio).ceil() as u64;
+        let pool = ceil_u64(self.zram_stored as f64 / self.dev.zram_ratio);
         self.zram_pool_memo.set((self.zram_stored, pool));
         pool
     }
@@ -278,7 +306,7 @@ impl Sim<'_> {
         //    switch did not use them): the inactive list's tail, whichever
         //    app they belong to.
         for &a in &order[start.min(order.len())..] {
-            if got >= n {
+            if got >= n || !self.prepage_leftovers {
                 break;
             }
             let t = self.st[a].other_file.min(n - got);
@@ -424,7 +452,7 @@ impl Sim<'_> {
         // belong to: they are the inactive list's tail. (No policy prepages
         // under the Ariadne variant, whose classes hold every page.) The
         // apps of the cleared prefix have none (never more than resident).
-        if !self.ariadne() {
+        if !self.ariadne() && self.prepage_leftovers {
             for &a in order.iter().skip(start) {
                 if got >= n {
                     break;
@@ -538,8 +566,8 @@ impl Sim<'_> {
             let ms_per_scan = anon_frac * anon_ms + (1.0 - anon_frac) * file_ms;
             let need = (want - freed) as f64 / net_per_scan.max(1e-9);
             let afford = (budget_ms - used) / ms_per_scan.max(1e-9);
-            let scan = need.min(afford).ceil().max(RECLAIM_BATCH_PAGES as f64) as u64;
-            let a_want = (scan as f64 * anon_frac).round() as u64;
+            let scan = ceil_u64(need.min(afford)).max(RECLAIM_BATCH_PAGES);
+            let a_want = round_u64(scan as f64 * anon_frac);
             let f_want = scan - a_want;
             let f_got = if f_want > 0 {
                 self.evict_file(f_want)
@@ -854,6 +882,45 @@ mod tests {
         let (file, anon) = reclaim_split(true);
         assert_eq!(anon, 0);
         assert!(file >= 16_384, "file {file}");
+    }
+
+    #[test]
+    fn integer_ceil_and_round_match_the_float_library() {
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            0.5,
+            0.49999999999999994,
+            1.5,
+            2.5,
+            -0.5,
+            -1.5,
+            1e-300,
+            31.000000000000004,
+            4503599627370495.5,
+            4503599627370496.0,
+            9007199254740993.0,
+            1.8446744073709552e19,
+            1e30,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            f64::MIN_POSITIVE,
+            f64::EPSILON,
+        ];
+        // Random bit patterns and random page-scale values.
+        let mut r = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..200_000 {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            xs.push(f64::from_bits(r));
+            xs.push((r >> 11) as f64 / (1u64 << 53) as f64 * 1e7);
+        }
+        for x in xs {
+            assert_eq!(ceil_u64(x), x.ceil() as u64, "ceil {x:e}");
+            assert_eq!(round_u64(x), x.round() as u64, "round {x:e}");
+        }
     }
 
     #[test]

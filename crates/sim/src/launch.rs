@@ -161,7 +161,7 @@ fn share_pages(pages: u64, frac: f64) -> u64 {
     if frac == 1.0 && pages <= 1 << 53 {
         pages
     } else {
-        (pages as f64 * frac).ceil() as u64
+        crate::kernel::ceil_u64(pages as f64 * frac)
     }
 }
 
@@ -556,7 +556,7 @@ impl Sim<'_> {
                             break;
                         }
                         let rate = self.rates.read(a, k, b) * scale;
-                        let n = need.min((t * rate).ceil() as u64).max(1);
+                        let n = need.min(crate::kernel::ceil_u64(t * rate)).max(1);
                         let got = self.alloc(n, &mut t, true);
                         if got == 0 {
                             break;

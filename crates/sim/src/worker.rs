@@ -131,6 +131,7 @@ impl Sim<'_> {
             }
             // The rest are pages of the app's files the switch does not use.
             let wasted = got - placed;
+            self.prepage_leftovers |= wasted > 0;
             self.st[a].other_file += wasted;
             self.file_total += wasted;
             self.gain_file(a);
@@ -152,6 +153,7 @@ impl Sim<'_> {
         let w = self.st[a].window;
         let unused = w.prepaged_anon.saturating_sub(w.used_anon);
         if unused > 0 {
+            self.prepage_leftovers = true;
             let s = &mut self.st[a];
             s.unused_anon = (s.unused_anon + unused).min(s.anon_res);
         }
