@@ -3,7 +3,7 @@ thread simulating one (issue 27: <= 1.2x).
 
     scripts/result py/gil -- target/py-venv/bin/python crates/py/bench/gil.py
 
-Each simulation: one generated heavy user, 60 days, appflow, pixel8-8gb,
+Each simulation: one generated heavy user, 100 days, appflow, pixel8-8gb,
 threads=1. Interleaved REPS times (one thread, then two); prints JSON with
 the walls, the per-pair ratios and their median. On a machine whose cores
 other work keeps busy the wall ratio measures the free cores, not the GIL,
@@ -23,11 +23,11 @@ import time
 
 import appflow_sim as af
 
-REPS = int(os.environ.get("REPS", "7"))
+REPS = int(os.environ.get("REPS", "15"))
 
 
 def main():
-    trace = af.generate_trace(users=1, days=60, seed=2, population="heavy")
+    trace = af.generate_trace(users=1, days=100, seed=2, population="heavy")
     dev = af.Device.preset("pixel8-8gb")
 
     def one():
@@ -80,7 +80,7 @@ def main():
     during_sim = rate(one)
     during_sleep = rate(lambda: time.sleep(1.0))
     print(json.dumps({
-        "work": "1 heavy user x 60 days, appflow, pixel8-8gb, threads=1 per call",
+        "work": "1 heavy user x 100 days, appflow, pixel8-8gb, threads=1 per call",
         "two_threads_finish_spread": spread,
         "two_threads_finish_spread_median": statistics.median(spread),
         "two_threads_cpu_over_wall": parallel,
