@@ -129,17 +129,23 @@ fn bad_app_names_are_refused() {
 fn write_atomic_writes_into_a_fifo_and_keeps_it() {
     // `--out /dev/null` must not turn the device node into a file: a path
     // that is not a regular file is written in place. A FIFO stands in for
-    // the device here (same rule, no root needed).
-    use std::os::unix::fs::FileTypeExt;
+    // the device here (same rule, no root needed). Its read end is opened
+    // first, non-blocking, so a write_atomic that renamed over the FIFO
+    // fails the test instead of hanging it.
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("pipe");
     nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let reader = {
-        let p = p.clone();
-        std::thread::spawn(move || std::fs::read(p).unwrap())
-    };
+    let mut reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&p)
+        .unwrap();
     write_atomic(&p, b"through the pipe").unwrap();
-    assert_eq!(reader.join().unwrap(), b"through the pipe");
+    let mut got = Vec::new();
+    let _ = reader.read_to_end(&mut got);
+    assert_eq!(got, b"through the pipe");
     assert!(std::fs::metadata(&p).unwrap().file_type().is_fifo());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 }
