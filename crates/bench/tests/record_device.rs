@@ -29,6 +29,11 @@ struct Cli {
     record: RecordArgs,
 }
 
+/// One recording at a time: two recordings at once in one test process
+/// interfere (seen: an app killed before its readiness). `appflow record`
+/// records one launch per process.
+static ONE_RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn skip() -> Option<String> {
     if !is_root() {
         return Some("needs root (FUSE mount, fanotify)".into());
@@ -46,6 +51,7 @@ fn skip() -> Option<String> {
 
 #[test]
 fn files_read_on_a_fuse_device_are_recorded() {
+    let _one = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(why) = skip() {
         eprintln!("SKIPPED files_read_on_a_fuse_device_are_recorded: {why}");
         return;
@@ -127,5 +133,90 @@ fn files_read_on_a_fuse_device_are_recorded() {
         on_mount.len() >= 12,
         "only {} of the 13 files read through the FUSE mount were recorded: {on_mount:?}",
         on_mount.len()
+    );
+}
+
+#[test]
+fn temp_files_removed_on_a_fuse_device_do_not_end_the_recording() {
+    // An app that creates and removes temp files on a writable FUSE mount
+    // (office's lock files on the flash device of docs/deploy.md): by the
+    // time the recorder reads such a file's open event, the FUSE server can
+    // no longer open it, and the kernel's read of the event fails with
+    // ENOENT. That lost one event; it ended the whole recording ("No such
+    // file or directory") before the fix.
+    let _one = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = skip() {
+        eprintln!("SKIPPED temp_files_removed_on_a_fuse_device_do_not_end_the_recording: {why}");
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("appflow-record-fuse-tmp-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let backing = dir.path().join("backing");
+    let mnt = dir.path().join("mnt");
+    let state = dir.path().join("state");
+    for d in [&backing, &mnt, &state] {
+        std::fs::create_dir(d).unwrap();
+    }
+    for i in 0..4 {
+        std::fs::write(backing.join(format!("f{i}")), vec![i as u8; 16 * 1024]).unwrap();
+    }
+    let p = preset("phone-6gb").expect("preset");
+    let mut mount = appflow_bench::fusefs::mount_with(
+        &backing,
+        &mnt,
+        p.flash,
+        (p.read_ahead_kib * 1024) as u32,
+        appflow_bench::fusefs::Writes::NewFiles,
+    )
+    .expect("FUSE mount");
+    let script = format!(
+        "for i in $(seq 1 200); do echo x > {0}/lock$i; rm -f {0}/lock$i; done; cat {0}/f* > /dev/null; echo ready",
+        mnt.display()
+    );
+    let args = Cli::parse_from([
+        "record",
+        "--app",
+        "tmpapp",
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--ready-line",
+        "^ready$",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let done = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let r = run_record(args.record);
+        let _ = done.0.send(());
+        r
+    });
+    let finished = done
+        .1
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .is_ok();
+    if !finished {
+        mount.unmount();
+        panic!("recording did not finish within 120 s");
+    }
+    let r = t.join().unwrap();
+    mount.unmount();
+    r.expect("appflow record of an app that removes its temp files");
+    let profile = ProfileStore::open(&state)
+        .load("tmpapp")
+        .unwrap()
+        .expect("a profile");
+    let read: Vec<&str> = profile
+        .files
+        .iter()
+        .map(|f| f.path.as_str())
+        .filter(|p| p.starts_with(mnt.to_str().unwrap()) && !p.contains("/lock"))
+        .collect();
+    assert!(
+        read.len() >= 4,
+        "the files read after the temp files are missing: {read:?}"
     );
 }

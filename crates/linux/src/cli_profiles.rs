@@ -261,6 +261,13 @@ pub fn run_record(a: RecordArgs) -> anyhow::Result<()> {
                     if s.overflowed { "; notification queue overflowed" } else { "" }
                 );
             }
+            if s.files_unopenable > 0 {
+                out!(
+                    o,
+                    "  note         {} opened files could not be read back (removed since they were opened): left out",
+                    s.files_unopenable
+                );
+            }
             for f in obs.files.iter().take(10) {
                 let t: u64 = f.ranges.iter().map(|r| r.len()).sum();
                 out!(

@@ -170,6 +170,9 @@ pub struct RecordSummary {
     pub watched_mounts: Vec<String>,
     /// Some access notifications were lost (queue overflow).
     pub overflowed: bool,
+    /// Opened files the kernel could not hand over, or whose status could
+    /// not be read back at the end (removed since): left out.
+    pub files_unopenable: u64,
 }
 
 /// The result of [`record_launch`].
@@ -527,6 +530,7 @@ fn observe(
     summary.files_dropped = seen.dropped;
     summary.samples = samples.count;
     summary.overflowed = seen.overflowed;
+    summary.files_unopenable = seen.unopenable;
     let credited: BTreeMap<&str, Vec<ByteRange>> = credit
         .map(|p| {
             p.active_files()
@@ -553,7 +557,12 @@ fn observe(
                 Err(_) => continue,
             },
         };
-        let meta = std::fs::File::from(fd.try_clone_to_owned()?).metadata()?;
+        // A file removed since its open (a temp file) may no longer answer
+        // fstat: on FUSE the server looks it up by its path, now gone.
+        let Ok(meta) = std::fs::File::from(fd.try_clone_to_owned()?).metadata() else {
+            summary.files_unopenable += 1;
+            continue;
+        };
         if meta.len() != f.size_at_open || (meta.mtime(), meta.mtime_nsec()) != f.mtime_at_open {
             summary.files_written += 1;
             continue;

@@ -103,6 +103,36 @@ pub(crate) struct WatchResult {
     pub overflowed: bool,
     /// Files dropped from the page cache at first open (`--cold`).
     pub dropped: u64,
+    /// Events whose file the kernel could not open for us (see
+    /// [`lost_to_open`]): left out of the recording.
+    pub unopenable: u64,
+}
+
+/// Whether a failed read of the fanotify group lost one event whose file
+/// the kernel could not open to hand it to us, rather than the group
+/// failing: the read returns that open's error and the event is gone
+/// (fanotify(7), "read"). An app that creates and removes a temp file on a
+/// FUSE mount makes the FUSE server's open of it fail with ENOENT once the
+/// file is gone; a file on a mount we may not open gives EACCES; a full
+/// descriptor table EMFILE. The recording goes on without that file.
+fn lost_to_open(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ENOENT
+                | libc::EACCES
+                | libc::EPERM
+                | libc::ENXIO
+                | libc::ENODEV
+                | libc::ESTALE
+                | libc::EIO
+                | libc::EMFILE
+                | libc::ENFILE
+                | libc::EOVERFLOW
+                | libc::ETXTBSY
+                | libc::ENOTCONN
+        )
+    )
 }
 
 /// Which processes form the recorded tree.
@@ -318,6 +348,7 @@ impl Watcher {
             all.events += r.events;
             all.overflowed |= r.overflowed;
             all.dropped += r.dropped;
+            all.unopenable += r.unopenable;
         }
         Ok(all)
     }
@@ -500,6 +531,11 @@ fn event_loop(
                 e.kind(),
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
             ) {
+                continue;
+            }
+            if lost_to_open(&e) {
+                res.unopenable += 1;
+                tracing::debug!(error = %e, "a fanotify event's file could not be opened; left out");
                 continue;
             }
             return Err(e);
