@@ -17,11 +17,12 @@
 //! otherwise.
 
 use appflow_bench::device::preset;
+use appflow_bench::fusefs::{FlashMount, Writes};
 use appflow_bench::live::is_root;
 use appflow_linux::cli::{run_record, RecordArgs};
 use appflow_linux::store::ProfileStore;
 use clap::Parser;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Parser)]
 struct Cli {
@@ -49,58 +50,63 @@ fn skip() -> Option<String> {
     None
 }
 
-#[test]
-fn files_read_on_a_fuse_device_are_recorded() {
-    let _one = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = skip() {
-        eprintln!("SKIPPED files_read_on_a_fuse_device_are_recorded: {why}");
-        return;
-    }
+/// A FUSE device's folders under /var/tmp: the backing files, the mount
+/// point and the profile store.
+struct Dirs {
+    _dir: tempfile::TempDir,
+    backing: PathBuf,
+    mnt: PathBuf,
+    state: PathBuf,
+}
+
+fn dirs(prefix: &str) -> Dirs {
     let dir = tempfile::Builder::new()
-        .prefix("appflow-record-fuse-")
+        .prefix(prefix)
         .tempdir_in("/var/tmp")
         .unwrap();
-    let backing = dir.path().join("backing");
-    let mnt = dir.path().join("mnt");
-    let state = dir.path().join("state");
+    let [backing, mnt, state] = ["backing", "mnt", "state"].map(|d| dir.path().join(d));
     for d in [&backing, &mnt, &state] {
         std::fs::create_dir(d).unwrap();
     }
-    // 12 small files and one 4 MiB asset, read with plain read(2) (`cat`):
-    // nothing is mapped, so only the open events can find them.
-    for i in 0..12 {
-        std::fs::write(backing.join(format!("f{i}")), vec![i as u8; 16 * 1024]).unwrap();
+    Dirs {
+        _dir: dir,
+        backing,
+        mnt,
+        state,
     }
-    std::fs::write(backing.join("asset.bin"), vec![7u8; 4 << 20]).unwrap();
+}
+
+/// Serves `d.backing` at `d.mnt` through the testbed's phone flash device.
+fn mount(d: &Dirs, writes: Writes) -> FlashMount {
     let p = preset("phone-6gb").expect("preset");
-    let mut mount =
-        appflow_bench::fusefs::mount(&backing, &mnt, p.flash, (p.read_ahead_kib * 1024) as u32)
-            .expect("FUSE mount");
-    let script = format!(
-        "cat {0}/f* {0}/asset.bin > /dev/null; echo ready",
-        mnt.display()
-    );
-    let args = Cli::parse_from([
-        "record",
-        "--app",
-        "fuseapp",
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--cold",
-        "--ready-line",
-        "^ready$",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    appflow_bench::fusefs::mount_with(
+        &d.backing,
+        &d.mnt,
+        p.flash,
+        (p.read_ahead_kib * 1024) as u32,
+        writes,
+    )
+    .expect("FUSE mount")
+}
+
+/// `appflow record` of `sh -c script` as `app` (ready at a `ready` line),
+/// waiting at most 120 s: a deadlock between the recorder and the FUSE
+/// server would hang here. Unmounts either way; returns the profile's
+/// files on the mount.
+fn record(d: &Dirs, mut mount: FlashMount, app: &str, cold: bool, script: &str) -> Vec<String> {
+    let state = d.state.to_str().unwrap();
+    let mut argv = vec!["record", "--app", app, "--state-dir", state];
+    if cold {
+        argv.push("--cold");
+    }
+    argv.extend(["--ready-line", "^ready$", "--", "sh", "-c", script]);
+    let args = Cli::parse_from(argv);
     let done = std::sync::mpsc::channel();
     let t = std::thread::spawn(move || {
         let r = run_record(args.record);
         let _ = done.0.send(());
         r
     });
-    // A deadlock between the recorder and the FUSE server would hang here.
     let finished = done
         .1
         .recv_timeout(std::time::Duration::from_secs(120))
@@ -109,18 +115,42 @@ fn files_read_on_a_fuse_device_are_recorded() {
         mount.unmount();
         panic!("recording an app on a FUSE mount did not finish within 120 s");
     }
-    t.join().unwrap().expect("appflow record");
+    let r = t.join().unwrap();
     mount.unmount();
-    let profile = ProfileStore::open(&state)
-        .load("fuseapp")
+    r.expect("appflow record");
+    let profile = ProfileStore::open(&d.state)
+        .load(app)
         .unwrap()
         .expect("a profile");
-    let on_mount: Vec<&str> = profile
+    let mnt = d.mnt.to_str().unwrap();
+    profile
         .files
         .iter()
-        .map(|f| f.path.as_str())
-        .filter(|p| p.starts_with(mnt.to_str().unwrap()))
-        .collect();
+        .map(|f| f.path.clone())
+        .filter(|p| p.starts_with(mnt))
+        .collect()
+}
+
+#[test]
+fn files_read_on_a_fuse_device_are_recorded() {
+    let _one = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = skip() {
+        eprintln!("SKIPPED files_read_on_a_fuse_device_are_recorded: {why}");
+        return;
+    }
+    let d = dirs("appflow-record-fuse-");
+    // 12 small files and one 4 MiB asset, read with plain read(2) (`cat`):
+    // nothing is mapped, so only the open events can find them.
+    for i in 0..12 {
+        std::fs::write(d.backing.join(format!("f{i}")), vec![i as u8; 16 * 1024]).unwrap();
+    }
+    std::fs::write(d.backing.join("asset.bin"), vec![7u8; 4 << 20]).unwrap();
+    let m = mount(&d, Writes::Refused);
+    let script = format!(
+        "cat {0}/f* {0}/asset.bin > /dev/null; echo ready",
+        d.mnt.display()
+    );
+    let on_mount = record(&d, m, "fuseapp", true, &script);
     eprintln!(
         "recorded {} files on the FUSE mount: {on_mount:?}",
         on_mount.len()
@@ -139,81 +169,27 @@ fn files_read_on_a_fuse_device_are_recorded() {
 #[test]
 fn temp_files_removed_on_a_fuse_device_do_not_end_the_recording() {
     // An app that creates and removes temp files on a writable FUSE mount
-    // (office's lock files on the flash device of docs/deploy.md): by the
-    // time the recorder reads such a file's open event, the FUSE server can
-    // no longer open it, and the kernel's read of the event fails with
-    // ENOENT. That lost one event; it ended the whole recording ("No such
-    // file or directory") before the fix.
+    // (office's lock files on the flash device of docs/deploy.md). At the
+    // end of the window the recorder reads back the status of every file
+    // the tree opened; the FUSE server can no longer stat a removed one
+    // (ENOENT), and before the fix that error ended the whole recording.
     let _one = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(why) = skip() {
         eprintln!("SKIPPED temp_files_removed_on_a_fuse_device_do_not_end_the_recording: {why}");
         return;
     }
-    let dir = tempfile::Builder::new()
-        .prefix("appflow-record-fuse-tmp-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let backing = dir.path().join("backing");
-    let mnt = dir.path().join("mnt");
-    let state = dir.path().join("state");
-    for d in [&backing, &mnt, &state] {
-        std::fs::create_dir(d).unwrap();
-    }
+    let d = dirs("appflow-record-fuse-tmp-");
     for i in 0..4 {
-        std::fs::write(backing.join(format!("f{i}")), vec![i as u8; 16 * 1024]).unwrap();
+        std::fs::write(d.backing.join(format!("f{i}")), vec![i as u8; 16 * 1024]).unwrap();
     }
-    let p = preset("phone-6gb").expect("preset");
-    let mut mount = appflow_bench::fusefs::mount_with(
-        &backing,
-        &mnt,
-        p.flash,
-        (p.read_ahead_kib * 1024) as u32,
-        appflow_bench::fusefs::Writes::NewFiles,
-    )
-    .expect("FUSE mount");
+    let m = mount(&d, Writes::NewFiles);
     let script = format!(
         "for i in $(seq 1 200); do echo x > {0}/lock$i; rm -f {0}/lock$i; done; cat {0}/f* > /dev/null; echo ready",
-        mnt.display()
+        d.mnt.display()
     );
-    let args = Cli::parse_from([
-        "record",
-        "--app",
-        "tmpapp",
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--ready-line",
-        "^ready$",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    let done = std::sync::mpsc::channel();
-    let t = std::thread::spawn(move || {
-        let r = run_record(args.record);
-        let _ = done.0.send(());
-        r
-    });
-    let finished = done
-        .1
-        .recv_timeout(std::time::Duration::from_secs(120))
-        .is_ok();
-    if !finished {
-        mount.unmount();
-        panic!("recording did not finish within 120 s");
-    }
-    let r = t.join().unwrap();
-    mount.unmount();
-    r.expect("appflow record of an app that removes its temp files");
-    let profile = ProfileStore::open(&state)
-        .load("tmpapp")
-        .unwrap()
-        .expect("a profile");
-    let read: Vec<&str> = profile
-        .files
-        .iter()
-        .map(|f| f.path.as_str())
-        .filter(|p| p.starts_with(mnt.to_str().unwrap()) && !p.contains("/lock"))
+    let read: Vec<String> = record(&d, m, "tmpapp", false, &script)
+        .into_iter()
+        .filter(|p| !p.contains("/lock"))
         .collect();
     assert!(
         read.len() >= 4,
