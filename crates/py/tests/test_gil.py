@@ -54,8 +54,11 @@ def test_a_python_thread_runs_while_another_simulates():
 
 def test_two_simulations_on_two_threads_run_at_once():
     """Held GIL: the second call waits for the first, so they finish half
-    the span apart; released: together, however few cores they get."""
-    trace = af.generate_trace(users=1, days=30, seed=2, population="heavy")
+    the span apart; released: together, however few cores they get. Each
+    call simulates 3 heavy users over 100 days (about half a second here):
+    a call of a few tens of ms let one thread finish a scheduler delay
+    ahead of the other on a busy machine, and the spread read as 0.3."""
+    trace = af.generate_trace(users=3, days=100, seed=2, population="heavy")
     dev = af.Device.preset("pixel8-8gb")
     _one(trace, dev)
     spreads = []
