@@ -35,6 +35,16 @@ struct Cli {
 /// records one launch per process.
 static ONE_RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Takes the one-recording lock, or says why the test skips and gives none.
+fn begin(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    let one = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = skip() {
+        eprintln!("SKIPPED {test}: {why}");
+        return None;
+    }
+    Some(one)
+}
+
 fn skip() -> Option<String> {
     if !is_root() {
         return Some("needs root (FUSE mount, fanotify)".into());
@@ -50,8 +60,8 @@ fn skip() -> Option<String> {
     None
 }
 
-/// A FUSE device's folders under /var/tmp: the backing files, the mount
-/// point and the profile store.
+/// A FUSE device's folders under /var/tmp: the backing files (`f0`, `f1`,
+/// … of 16 KiB each), the mount point and the profile store.
 struct Dirs {
     _dir: tempfile::TempDir,
     backing: PathBuf,
@@ -59,7 +69,7 @@ struct Dirs {
     state: PathBuf,
 }
 
-fn dirs(prefix: &str) -> Dirs {
+fn dirs(prefix: &str, small_files: usize) -> Dirs {
     let dir = tempfile::Builder::new()
         .prefix(prefix)
         .tempdir_in("/var/tmp")
@@ -67,6 +77,9 @@ fn dirs(prefix: &str) -> Dirs {
     let [backing, mnt, state] = ["backing", "mnt", "state"].map(|d| dir.path().join(d));
     for d in [&backing, &mnt, &state] {
         std::fs::create_dir(d).unwrap();
+    }
+    for i in 0..small_files {
+        std::fs::write(backing.join(format!("f{i}")), vec![i as u8; 16 * 1024]).unwrap();
     }
     Dirs {
         _dir: dir,
@@ -133,17 +146,12 @@ fn record(d: &Dirs, mut mount: FlashMount, app: &str, cold: bool, script: &str) 
 
 #[test]
 fn files_read_on_a_fuse_device_are_recorded() {
-    let _one = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = skip() {
-        eprintln!("SKIPPED files_read_on_a_fuse_device_are_recorded: {why}");
+    let Some(_one) = begin("files_read_on_a_fuse_device_are_recorded") else {
         return;
-    }
-    let d = dirs("appflow-record-fuse-");
+    };
     // 12 small files and one 4 MiB asset, read with plain read(2) (`cat`):
     // nothing is mapped, so only the open events can find them.
-    for i in 0..12 {
-        std::fs::write(d.backing.join(format!("f{i}")), vec![i as u8; 16 * 1024]).unwrap();
-    }
+    let d = dirs("appflow-record-fuse-", 12);
     std::fs::write(d.backing.join("asset.bin"), vec![7u8; 4 << 20]).unwrap();
     let m = mount(&d, Writes::Refused);
     let script = format!(
@@ -173,15 +181,10 @@ fn temp_files_removed_on_a_fuse_device_do_not_end_the_recording() {
     // end of the window the recorder reads back the status of every file
     // the tree opened; the FUSE server can no longer stat a removed one
     // (ENOENT), and before the fix that error ended the whole recording.
-    let _one = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = skip() {
-        eprintln!("SKIPPED temp_files_removed_on_a_fuse_device_do_not_end_the_recording: {why}");
+    let Some(_one) = begin("temp_files_removed_on_a_fuse_device_do_not_end_the_recording") else {
         return;
-    }
-    let d = dirs("appflow-record-fuse-tmp-");
-    for i in 0..4 {
-        std::fs::write(d.backing.join(format!("f{i}")), vec![i as u8; 16 * 1024]).unwrap();
-    }
+    };
+    let d = dirs("appflow-record-fuse-tmp-", 4);
     let m = mount(&d, Writes::NewFiles);
     let script = format!(
         "for i in $(seq 1 200); do echo x > {0}/lock$i; rm -f {0}/lock$i; done; cat {0}/f* > /dev/null; echo ready",
