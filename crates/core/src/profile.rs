@@ -450,6 +450,93 @@ pub fn coalesce(mut ranges: Vec<ByteRange>) -> Vec<ByteRange> {
     out
 }
 
+/// What a launch read, less the read-around a raised readahead window
+/// added to it: the part of `found` (sorted, disjoint) outside `known`
+/// (the app's profile ranges of the file, sorted, disjoint) is shrunk by
+/// `extra` bytes at each end that neither touches a known range nor the
+/// file's bounds (`size_bytes`); known ranges in `found` stay as they are.
+///
+/// The daemon raises the readahead of the devices holding a launch's
+/// streamed files (the AppFlow paper §4.1: large reads during launch), so
+/// a file the app opens during that launch gets the raised window `w`
+/// where `appflow record` saw the device's own `w0`. A page fault on a
+/// mapped file reads a window centred on the faulting page, and a read
+/// runs its readahead a window past what it asked for; a page the app
+/// reached alone thus shows a run of about `w` pages around it instead of
+/// `w0`. With `extra = (w - w0) / 2` an isolated run shrinks to the run
+/// the device's own window would have read, so a learned launch and a
+/// recorded one agree (issue 31) and the learned profile does not grow by
+/// a window at every edge, launch after launch (each learned range is
+/// streamed next time, and the app's faults just past it read further).
+/// A run shorter than twice `extra` keeps its middle page.
+pub fn discount_readaround(
+    found: &[ByteRange],
+    known: &[ByteRange],
+    size_bytes: u64,
+    extra: u64,
+) -> Vec<ByteRange> {
+    let page = crate::PAGE_BYTES;
+    let extra = extra / page * page;
+    if extra == 0 {
+        return found.to_vec();
+    }
+    let touches_known = |at: u64| known.iter().any(|k| k.start <= at && at <= k.end);
+    let mut out = Vec::with_capacity(found.len());
+    for f in found {
+        // The pieces of `f` outside the known ranges, and those inside.
+        let mut at = f.start;
+        for k in known.iter().filter(|k| k.end > f.start && k.start < f.end) {
+            if k.start > at {
+                out.push(shrink(at, k.start, extra, size_bytes, &touches_known));
+            }
+            out.push(ByteRange {
+                start: k.start.max(f.start),
+                end: k.end.min(f.end),
+            });
+            at = at.max(k.end);
+        }
+        if at < f.end {
+            out.push(shrink(at, f.end, extra, size_bytes, &touches_known));
+        }
+    }
+    coalesce(out)
+}
+
+/// One run of [`discount_readaround`]: `[start, end)` less `extra` at each
+/// free end (not at the file's bounds, not at a known range).
+fn shrink(
+    start: u64,
+    end: u64,
+    extra: u64,
+    size_bytes: u64,
+    touches_known: &dyn Fn(u64) -> bool,
+) -> ByteRange {
+    let page = crate::PAGE_BYTES;
+    let fixed_start = start == 0 || touches_known(start);
+    let fixed_end = end >= size_bytes || touches_known(end);
+    let s = if fixed_start { start } else { start + extra };
+    let e = if fixed_end {
+        end
+    } else {
+        end.saturating_sub(extra)
+    };
+    if s < e {
+        return ByteRange { start: s, end: e };
+    }
+    // Shorter than what the window adds: the page the app reached is about
+    // the middle of the run (the end it is pinned to, if one is).
+    let mid = match (fixed_start, fixed_end) {
+        (true, false) => start,
+        (false, true) => end.saturating_sub(1) / page * page,
+        _ => (start + (end - start) / 2) / page * page,
+    }
+    .max(start);
+    ByteRange {
+        start: mid,
+        end: (mid + page).min(end),
+    }
+}
+
 /// Lays the newly seen `ranges` (sorted, disjoint) over aged `segments`:
 /// bit 0 is set wherever a range covers; segments are split at boundaries
 /// and equal neighbours re-joined.
@@ -522,6 +609,78 @@ mod tests {
             footprint_after_launch_bytes: 200,
             launch_ms: 900,
             at_unix_ms: t,
+        }
+    }
+
+    fn runs(v: &[(u64, u64)]) -> Vec<ByteRange> {
+        v.iter()
+            .map(|&(start, end)| ByteRange { start, end })
+            .collect()
+    }
+
+    #[test]
+    fn raised_read_around_shrinks_to_the_devices_own_window() {
+        const K: u64 = 1024;
+        // A fault at 10 MiB read 1 MiB around it (the raised window); the
+        // device's own 128 KiB window would have read 128 KiB around it.
+        let mib = 1024 * K;
+        let found = runs(&[(10 * mib - 512 * K, 10 * mib + 512 * K)]);
+        let extra = (mib - 128 * K) / 2;
+        let out = discount_readaround(&found, &[], 100 * mib, extra);
+        assert_eq!(out, runs(&[(10 * mib - 64 * K, 10 * mib + 64 * K)]));
+        // Nothing raised: nothing changes.
+        assert_eq!(discount_readaround(&found, &[], 100 * mib, 0), found);
+    }
+
+    #[test]
+    fn read_around_keeps_known_ranges_and_the_ends_pinned_to_them() {
+        const P: u64 = crate::PAGE_BYTES;
+        let known = runs(&[(100 * P, 200 * P)]);
+        // The known range plus 30 pages read past its end, a run at the
+        // file's start, and one at its end.
+        let found = runs(&[(0, 40 * P), (100 * P, 230 * P), (480 * P, 500 * P)]);
+        let out = discount_readaround(&found, &known, 500 * P, 10 * P);
+        assert_eq!(
+            out,
+            runs(&[(0, 30 * P), (100 * P, 220 * P), (490 * P, 500 * P)])
+        );
+        // A run shorter than what the window adds keeps its middle page.
+        let out = discount_readaround(&runs(&[(300 * P, 310 * P)]), &known, 500 * P, 10 * P);
+        assert_eq!(out, runs(&[(305 * P, 306 * P)]));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn read_around_discount_keeps_within_what_was_found(
+            found in proptest::collection::vec((0u64..512, 1u64..64), 0..12),
+            known in proptest::collection::vec((0u64..512, 1u64..64), 0..6),
+            extra in 0u64..40,
+        ) {
+            const P: u64 = crate::PAGE_BYTES;
+            let size = 600 * P;
+            let mk = |v: &[(u64, u64)]| {
+                coalesce(v.iter().map(|&(s, l)| ByteRange { start: s * P, end: (s + l) * P }).collect())
+            };
+            let (found, known) = (mk(&found), mk(&known));
+            let out = discount_readaround(&found, &known, size, extra * P);
+            let bytes = |v: &[ByteRange]| v.iter().map(ByteRange::len).sum::<u64>();
+            // Never more than was found, never less than the known part of
+            // it, and every run found leaves at least a page.
+            proptest::prop_assert_eq!(crate::profile::coalesce(out.clone()), out.clone());
+            let inter = |a: &[ByteRange], b: &[ByteRange]| {
+                let mut n = 0;
+                for x in a {
+                    for y in b {
+                        n += x.end.min(y.end).saturating_sub(x.start.max(y.start));
+                    }
+                }
+                n
+            };
+            proptest::prop_assert_eq!(inter(&out, &found), bytes(&out));
+            proptest::prop_assert_eq!(inter(&out, &known), inter(&found, &known));
+            for f in &found {
+                proptest::prop_assert!(inter(&out, std::slice::from_ref(f)) >= P);
+            }
         }
     }
 

@@ -41,7 +41,9 @@ mod fanotify;
 pub mod residency;
 
 use crate::readers::{descendants, read_maps, read_status_memory, FileMapping};
-use appflow_core::profile::{coalesce, ByteRange, LaunchObservation, LaunchProfile, ObservedFile};
+use appflow_core::profile::{
+    coalesce, discount_readaround, ByteRange, LaunchObservation, LaunchProfile, ObservedFile,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
@@ -499,12 +501,18 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
     observe(seen, samples, start, launch_ms, at_unix_ms, summary, None)
 }
 
+/// What a learned launch is credited with ([`observe`]).
+struct Learned<'a> {
+    profile: &'a LaunchProfile,
+    readaround: &'a dyn Fn(u64) -> u64,
+}
+
 /// The observation of a finished window: ranges each file of the tree
 /// brought into the page cache (residency after the window against the
 /// residency before the tree's first open), files reached only through
 /// mappings, and the memory samples.
 ///
-/// `credit` (a learned launch, see [`LaunchWatch`]): the app's profile
+/// `learned.profile` (a learned launch, see [`LaunchWatch`]): the app's profile
 /// before this launch. A learned launch does not start cold: the daemon
 /// preloaded the profile, or the pages were cached by an earlier run, so
 /// what it *brings in* is only part of what it reads. For every file the
@@ -515,6 +523,13 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
 /// learned profile never shrinks below what the app still opens, and a
 /// file leaves it only by the majority rule, after launches that no longer
 /// open it (docs/daemon.md, "What a recording holds").
+///
+/// `learned.readaround`: by a file's device number (`st_dev`), the bytes the
+/// daemon's raised launch readahead added at each free end of a run of
+/// pages the app brought in (0: the device's own window; see
+/// [`discount_readaround`]). A learned launch's runs outside the profile
+/// are shrunk by it, so that they show what the device's own window reads,
+/// as `appflow record` does.
 fn observe(
     seen: fanotify::WatchResult,
     samples: Samples,
@@ -522,8 +537,10 @@ fn observe(
     launch_ms: u64,
     at_unix_ms: u64,
     mut summary: RecordSummary,
-    credit: Option<&LaunchProfile>,
+    learned: Option<Learned<'_>>,
 ) -> Result<Recording, RecordError> {
+    let credit = learned.as_ref().map(|l| l.profile);
+    let readaround = |dev: u64| learned.as_ref().map_or(0, |l| (l.readaround)(dev));
     // Residency after the window, for every file the tree opened.
     let page = residency::page_bytes();
     summary.files_seen = seen.files.len();
@@ -570,11 +587,14 @@ fn observe(
         let after = residency::residency(fd, f.size_at_open).unwrap_or_default();
         let mut ranges = residency::newly_resident_ranges(&f.before, &after, page, f.size_at_open);
         if credit.is_some() {
-            let mut all = ranges;
-            match credited.get(f.path.as_str()) {
-                Some(known) => all.extend(known.iter().copied()),
-                None => all.extend(residency::resident_ranges(&after, page, f.size_at_open)),
+            let known = credited.get(f.path.as_str());
+            if known.is_none() {
+                ranges = residency::resident_ranges(&after, page, f.size_at_open);
             }
+            let known = known.map_or(&[][..], Vec::as_slice);
+            let mut all =
+                discount_readaround(&ranges, known, f.size_at_open, readaround(meta.dev()));
+            all.extend(known.iter().copied());
             ranges = coalesce(all);
         }
         if ranges.is_empty() {
@@ -611,6 +631,8 @@ fn observe(
             size,
         );
         let ranges = residency::intersect(&resident, &coalesce(mapped));
+        let known = credited.get(path.as_str()).map_or(&[][..], Vec::as_slice);
+        let ranges = discount_readaround(&ranges, known, size, readaround(meta.dev()));
         if ranges.is_empty() {
             continue;
         }
@@ -670,6 +692,11 @@ pub struct LaunchWatch {
     at_unix_ms: u64,
     samples: Samples,
     full_scans: FullScans,
+    /// Devices whose readahead was raised during the window, by
+    /// `read_ahead_kb` file: their own window and the largest raised one,
+    /// bytes ([`LaunchWatch::note_readahead`]).
+    raised: BTreeMap<PathBuf, (u64, u64)>,
+    sys_root: PathBuf,
 }
 
 impl LaunchWatch {
@@ -695,8 +722,30 @@ impl LaunchWatch {
                 ..Default::default()
             },
             full_scans: FullScans::new(Instant::now()),
+            raised: BTreeMap::new(),
+            sys_root: PathBuf::from("/sys"),
         };
         Ok(w)
+    }
+
+    /// Notes that the device whose readahead is `read_ahead_kb` (under
+    /// `sys_root`) reads ahead `now_bytes` during this launch against its
+    /// own `own_bytes`: what the app's faults and reads bring in from it
+    /// carries the larger window's read-around, which [`Self::finish`]
+    /// takes off again.
+    pub fn note_readahead(
+        &mut self,
+        sys_root: &Path,
+        read_ahead_kb: &Path,
+        own_bytes: u64,
+        now_bytes: u64,
+    ) {
+        self.sys_root = sys_root.to_path_buf();
+        let e = self
+            .raised
+            .entry(read_ahead_kb.to_path_buf())
+            .or_insert((own_bytes, now_bytes));
+        e.1 = e.1.max(now_bytes);
     }
 
     /// The watched process.
@@ -744,6 +793,17 @@ impl LaunchWatch {
         // A launch learned with no profile yet is still a learned launch:
         // its files may all be cached already.
         let empty = LaunchProfile::new("");
+        // The window a file got is its device's: half of what raising it
+        // added, at each end of a run (a fault's read-around is centred).
+        let (sys_root, raised) = (&self.sys_root, &self.raised);
+        let readaround = |dev: u64| {
+            if raised.is_empty() {
+                return 0;
+            }
+            crate::actuators::readahead::readahead_file(sys_root, dev)
+                .and_then(|f| raised.get(&f))
+                .map_or(0, |&(own, now)| now.saturating_sub(own) / 2)
+        };
         observe(
             seen,
             self.samples,
@@ -751,7 +811,10 @@ impl LaunchWatch {
             launch_ms,
             self.at_unix_ms,
             summary,
-            Some(profile.unwrap_or(&empty)),
+            Some(Learned {
+                profile: profile.unwrap_or(&empty),
+                readaround: &readaround,
+            }),
         )
     }
 

@@ -931,6 +931,30 @@ impl Detection {
         }
     }
 
+    /// Tells a running recording which devices read ahead more than their
+    /// own window now (`entries`: the launch readahead's journal, each
+    /// device's `read_ahead_kb` with its own value in KiB), so that the
+    /// learned launch does not take the raised read-around for the app's
+    /// reads ([`LaunchWatch::note_readahead`]).
+    pub fn note_readahead(&mut self, sys_root: &Path, entries: &[crate::journal::Entry]) {
+        let Some(r) = self.recording.as_mut() else {
+            return;
+        };
+        let kib = |s: &str| s.trim().parse::<u64>().ok().map(|k| k * 1024);
+        for e in entries {
+            let (Some(own), Some(now)) = (
+                kib(&e.original),
+                std::fs::read_to_string(&e.path)
+                    .ok()
+                    .as_deref()
+                    .and_then(kib),
+            ) else {
+                continue;
+            };
+            r.watch.note_readahead(sys_root, &e.path, own, now);
+        }
+    }
+
     /// Counts a merged recording.
     pub fn note_recorded(&mut self) {
         self.stats.recorded += 1;

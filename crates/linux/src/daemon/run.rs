@@ -1011,6 +1011,10 @@ impl Runtime {
         };
         let now = self.now_ms();
         let ws = self.worker.stats();
+        d.note_readahead(
+            &sys_root_of(&self.cfg.daemon.proc_root),
+            self.worker.readahead_entries(),
+        );
         let actions = {
             let pids = || self.domain_pids();
             let store = &self.store;
