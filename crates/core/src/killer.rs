@@ -345,7 +345,7 @@ pub fn relaunch_cost_ms(profile: &LaunchProfile, curve: &ThroughputCurve) -> f64
 /// by ΔM, largest first. Ties go to the more memory freed, then the larger
 /// ΔM, then the least recently used, then the lower pid.
 ///
-/// Orders measured before (docs/sim.md): ΔM for every app took apps whose
+/// Orders measured before (docs/results-log-sim.md): ΔM for every app took apps whose
 /// launch files were still cached, used a few hours ago; the memory-time
 /// since last use (M_current × idle time) took big idle apps and lost more
 /// GB-scale apps than lmkd; the relaunch-size ratio kept them but killed
