@@ -43,6 +43,7 @@ pub mod residency;
 use crate::readers::{descendants, read_maps, read_status_memory, FileMapping};
 use appflow_core::profile::{
     coalesce, discount_readaround, ByteRange, LaunchObservation, LaunchProfile, ObservedFile,
+    Readaround,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
@@ -504,7 +505,7 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
 /// What a learned launch is credited with ([`observe`]).
 struct Learned<'a> {
     profile: &'a LaunchProfile,
-    readaround: &'a dyn Fn(u64) -> u64,
+    readaround: &'a dyn Fn(u64) -> Readaround,
 }
 
 /// The observation of a finished window: ranges each file of the tree
@@ -524,12 +525,12 @@ struct Learned<'a> {
 /// file leaves it only by the majority rule, after launches that no longer
 /// open it (docs/daemon.md, "What a recording holds").
 ///
-/// `learned.readaround`: by a file's device number (`st_dev`), the bytes the
-/// daemon's raised launch readahead added at each free end of a run of
-/// pages the app brought in (0: the device's own window; see
-/// [`discount_readaround`]). A learned launch's runs outside the profile
-/// are shrunk by it, so that they show what the device's own window reads,
-/// as `appflow record` does.
+/// `learned.readaround`: by a file's device number (`st_dev`), the
+/// readahead window its reads had during the launch and the device's own.
+/// A learned launch's runs outside the profile lose the kernel's
+/// read-around that is not evidence of the app's reach
+/// ([`discount_readaround`]), so that the profile converges to what a
+/// recording shows instead of growing half a window at every edge.
 fn observe(
     seen: fanotify::WatchResult,
     samples: Samples,
@@ -540,7 +541,11 @@ fn observe(
     learned: Option<Learned<'_>>,
 ) -> Result<Recording, RecordError> {
     let credit = learned.as_ref().map(|l| l.profile);
-    let readaround = |dev: u64| learned.as_ref().map_or(0, |l| (l.readaround)(dev));
+    let readaround = |dev: u64| {
+        learned
+            .as_ref()
+            .map_or(Readaround::default(), |l| (l.readaround)(dev))
+    };
     // Residency after the window, for every file the tree opened.
     let page = residency::page_bytes();
     summary.files_seen = seen.files.len();
@@ -723,24 +728,19 @@ impl LaunchWatch {
             },
             full_scans: FullScans::new(Instant::now()),
             raised: BTreeMap::new(),
-            sys_root: PathBuf::from("/sys"),
+            // sysfs beside `proc_root` (a fixture tree's `proc` → `sys`).
+            sys_root: proc_root
+                .parent()
+                .map_or_else(|| PathBuf::from("/sys"), |p| p.join("sys")),
         };
         Ok(w)
     }
 
-    /// Notes that the device whose readahead is `read_ahead_kb` (under
-    /// `sys_root`) reads ahead `now_bytes` during this launch against its
+    /// Notes that the device whose readahead is `read_ahead_kb` reads ahead `now_bytes` during this launch against its
     /// own `own_bytes`: what the app's faults and reads bring in from it
     /// carries the larger window's read-around, which [`Self::finish`]
     /// takes off again.
-    pub fn note_readahead(
-        &mut self,
-        sys_root: &Path,
-        read_ahead_kb: &Path,
-        own_bytes: u64,
-        now_bytes: u64,
-    ) {
-        self.sys_root = sys_root.to_path_buf();
+    pub fn note_readahead(&mut self, read_ahead_kb: &Path, own_bytes: u64, now_bytes: u64) {
         let e = self
             .raised
             .entry(read_ahead_kb.to_path_buf())
@@ -793,16 +793,24 @@ impl LaunchWatch {
         // A launch learned with no profile yet is still a learned launch:
         // its files may all be cached already.
         let empty = LaunchProfile::new("");
-        // The window a file got is its device's: half of what raising it
-        // added, at each end of a run (a fault's read-around is centred).
+        // The window a file was read with is its device's: the raised
+        // one if the daemon raised it, else the device's own (read once).
         let (sys_root, raised) = (&self.sys_root, &self.raised);
+        let by_dev = std::cell::RefCell::new(BTreeMap::new());
         let readaround = |dev: u64| {
-            if raised.is_empty() {
-                return 0;
-            }
-            crate::actuators::readahead::readahead_file(sys_root, dev)
-                .and_then(|f| raised.get(&f))
-                .map_or(0, |&(own, now)| now.saturating_sub(own) / 2)
+            *by_dev.borrow_mut().entry(dev).or_insert_with(|| {
+                let Some(f) = crate::actuators::readahead::readahead_file(sys_root, dev) else {
+                    return Readaround::default();
+                };
+                if let Some(&(own, window)) = raised.get(&f) {
+                    return Readaround { window, own };
+                }
+                let own = std::fs::read_to_string(&f)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok())
+                    .map_or(0, |k| k * 1024);
+                Readaround { window: own, own }
+            })
         };
         observe(
             seen,

@@ -6,19 +6,25 @@
 //! `appflow record` sees; learned as the app's reads, that read-around grew
 //! the profile a window at every edge, launch after launch.
 //!
+//! The same happens with no raise at all: the daemon streams the profile's
+//! ranges, so the app's first miss past one lands at its edge, and the
+//! window centred there reads half a window beyond what the app reached.
+//!
 //! The app is this test binary in a helper mode (`reader`): told to go, it
 //! reads 1 MiB at 8 MiB of a 16 MiB file with no readahead of its own
 //! (POSIX_FADV_RANDOM), which is what a fault's 1 MiB read-around brings
 //! in. A learned launch (`LaunchWatch`) sees that run in full when nothing
-//! was raised, and the run the device's own 128 KiB window would have read
-//! when the watch is told the device was raised from 128 KiB to 1 MiB.
+//! was raised (as a cold launch would), the run the device's own 128 KiB
+//! window would have read when the watch is told the device was raised from
+//! 128 KiB to 1 MiB, and the run less half the device's window when the
+//! profile holds the MiB before it (the read-around past a streamed range).
 //!
 //! Skipped, with the reason printed, without root or fanotify, or where the
 //! scratch directory has no block device with a readahead.
 
 mod support;
 
-use appflow_core::profile::ByteRange;
+use appflow_core::profile::{ByteRange, LaunchObservation, LaunchProfile, ObservedFile};
 use appflow_linux::recorder::LaunchWatch;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::MetadataExt;
@@ -73,7 +79,11 @@ fn skip() -> Option<String> {
 /// The ranges a learned launch of the reader shows for `file`; `raised`:
 /// the device's `read_ahead_kb` and its own and raised windows, told to
 /// the watch.
-fn learned_ranges(file: &Path, raised: Option<(&Path, u64, u64)>) -> Vec<ByteRange> {
+fn learned_ranges(
+    file: &Path,
+    raised: Option<(&Path, u64, u64)>,
+    profile: Option<&LaunchProfile>,
+) -> Vec<ByteRange> {
     support::evict(file);
     let me = std::env::current_exe().unwrap();
     let mut cmd = Command::new(me);
@@ -98,12 +108,12 @@ fn learned_ranges(file: &Path, raised: Option<(&Path, u64, u64)>) -> Vec<ByteRan
     let pid = child.id();
     let mut watch = LaunchWatch::start(Path::new("/proc"), pid, Instant::now()).unwrap();
     if let Some((ra, own, now)) = raised {
-        watch.note_readahead(Path::new("/sys"), ra, own, now);
+        watch.note_readahead(ra, own, now);
     }
     child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
     wait_for("done");
     watch.sample(&[pid]);
-    let rec = watch.finish(100, None);
+    let rec = watch.finish(100, profile);
     let _ = child.kill();
     let _ = child.wait();
     let rec = rec.unwrap();
@@ -140,16 +150,51 @@ fn learned_launch_takes_off_the_raised_read_around() {
             .all(|r| r.start >= READ_AT && r.end <= READ_AT + READ_BYTES)
     };
     // Nothing raised: the learned launch shows the whole run.
-    let plain = learned_ranges(&file, None);
+    let plain = learned_ranges(&file, None, None);
     assert_eq!(bytes(&plain), READ_BYTES, "{plain:?}");
     assert!(within(&plain), "{plain:?}");
     // Raised from 128 KiB to 1 MiB: the run the device's own window reads.
-    let learned = learned_ranges(&file, Some((&ra, 128 * KIB, MIB)));
+    let learned = learned_ranges(&file, Some((&ra, 128 * KIB, MIB)), None);
     assert_eq!(
         learned,
         vec![ByteRange {
             start: READ_AT + READ_BYTES / 2 - 64 * KIB,
             end: READ_AT + READ_BYTES / 2 + 64 * KIB,
         }]
+    );
+    // The profile holds the MiB before the run (the daemon streamed it):
+    // the run past it loses half the device's own window, keeping at least
+    // the page at the profile's edge; the profile's range counts as seen.
+    let mut profile = LaunchProfile::new("reader");
+    let known = ByteRange {
+        start: READ_AT - MIB,
+        end: READ_AT,
+    };
+    profile.merge_launch(&LaunchObservation {
+        files: vec![ObservedFile {
+            path: file.to_string_lossy().into_owned(),
+            size_bytes: FILE_BYTES,
+            first_access_us: 0,
+            ranges: vec![known],
+        }],
+        ..Default::default()
+    });
+    let own = std::fs::read_to_string(&ra)
+        .unwrap()
+        .trim()
+        .parse::<u64>()
+        .unwrap()
+        * KIB;
+    let past = learned_ranges(&file, None, Some(&profile));
+    let end = (READ_AT + READ_BYTES)
+        .saturating_sub(own / 2 / 4096 * 4096)
+        .max(READ_AT + 4096);
+    assert_eq!(
+        past,
+        vec![ByteRange {
+            start: known.start,
+            end,
+        }],
+        "device window {own} bytes"
     );
 }

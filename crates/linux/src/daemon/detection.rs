@@ -936,7 +936,7 @@ impl Detection {
     /// device's `read_ahead_kb` with its own value in KiB), so that the
     /// learned launch does not take the raised read-around for the app's
     /// reads ([`LaunchWatch::note_readahead`]).
-    pub fn note_readahead(&mut self, sys_root: &Path, entries: &[crate::journal::Entry]) {
+    pub fn note_readahead(&mut self, entries: &[crate::journal::Entry]) {
         let Some(r) = self.recording.as_mut() else {
             return;
         };
@@ -951,7 +951,7 @@ impl Detection {
             ) else {
                 continue;
             };
-            r.watch.note_readahead(sys_root, &e.path, own, now);
+            r.watch.note_readahead(&e.path, own, now);
         }
     }
 

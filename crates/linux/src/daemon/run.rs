@@ -1011,10 +1011,7 @@ impl Runtime {
         };
         let now = self.now_ms();
         let ws = self.worker.stats();
-        d.note_readahead(
-            &sys_root_of(&self.cfg.daemon.proc_root),
-            self.worker.readahead_entries(),
-        );
+        d.note_readahead(self.worker.readahead_entries());
         let actions = {
             let pids = || self.domain_pids();
             let store = &self.store;
