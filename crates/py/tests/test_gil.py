@@ -9,6 +9,7 @@
 """
 import _thread
 import os
+import signal
 import statistics
 import threading
 import time
@@ -105,12 +106,19 @@ def test_two_threads_take_about_one_threads_time():
 
 def test_ctrl_c_interrupts_a_long_simulation():
     trace = af.generate_trace(users=64, days=30, seed=1)
+    # Ctrl-C as a terminal delivers it: Python's own SIGINT handler. A
+    # process started in the background by a non-interactive shell
+    # inherits SIGINT ignored, and then `interrupt_main` does nothing.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     t0 = time.perf_counter()
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        af.simulate(trace, "pixel8-8gb", "appflow", threads=1)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            af.simulate(trace, "pixel8-8gb", "appflow", threads=1)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     took = time.perf_counter() - t0
-    timer.cancel()
     # It stops after the users in flight, well before the whole batch.
     assert took < 10, took
