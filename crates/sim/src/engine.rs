@@ -136,6 +136,17 @@ pub struct Counters {
     pub kills: u64,
     /// Of which by the kernel's OOM killer (an allocation could not be met).
     pub oom_kills: u64,
+    /// Of the kills, the platform killer's (lmkd or the OOM killer) at an
+    /// allocation that found nothing left to reclaim.
+    pub kills_blocked: u64,
+    /// Of the kills, lmkd's at its pressure thresholds (PSI with swap low,
+    /// or PSI "full"), with no allocation blocked.
+    pub kills_pressure: u64,
+    /// Kills while a switch's prepaging job was running (ASAP).
+    pub kills_during_prepage: u64,
+    /// Kills while pages that a switch's prepaging brought back, and the
+    /// switch did not use, were resident (ASAP).
+    pub kills_with_prepaged_unused: u64,
     /// File pages evicted.
     pub evicted_file_pages: u64,
     /// Anonymous pages swapped out.

@@ -812,7 +812,13 @@ impl Sim<'_> {
             if reason == Reason::KillKernelOom {
                 self.counters.oom_kills += 1;
             }
-            let _ = self.kill(id, reason);
+            if self.kill(id, reason).is_ok() {
+                if forced {
+                    self.counters.kills_blocked += 1;
+                } else {
+                    self.counters.kills_pressure += 1;
+                }
+            }
         }
     }
 

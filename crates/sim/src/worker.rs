@@ -631,6 +631,19 @@ impl KillMechanism for Sim<'_> {
             Some(a) != self.fg && Some(a) != self.launching,
             "the killer chose the foreground app ({reason})"
         );
+        // What a switch's prepaging had in memory at the kill (ASAP's
+        // safety rule is judged on kills; docs/peers.md).
+        if self.prepage_job.is_some() {
+            self.counters.kills_during_prepage += 1;
+        }
+        if self.prepage_leftovers
+            && self
+                .st
+                .iter()
+                .any(|s| s.unused_anon > 0 || s.other_file > 0)
+        {
+            self.counters.kills_with_prepaged_unused += 1;
+        }
         self.kill_app(a);
         self.kill_log.push((self.now_us, a, reason));
         Ok(KillOutcome { reaped: true })

@@ -714,6 +714,16 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
     );
     extra.insert("direct_reclaims_total".into(), json!(c.direct_reclaims));
     extra.insert("kills_total".into(), json!(c.kills));
+    // Who killed, and why: the platform killer at a blocked allocation or
+    // at lmkd's pressure thresholds; the rest are the scheduler's killer's.
+    extra.insert(
+        "kills_by_cause".into(),
+        json!({
+            "allocation_blocked": c.kills_blocked,
+            "lmkd_pressure": c.kills_pressure,
+            "scheduler": c.kills.saturating_sub(c.kills_blocked + c.kills_pressure),
+        }),
+    );
     extra.insert(
         "direct_reclaim_stall_ms_total".into(),
         json!(round3(c.direct_reclaim_ms)),
@@ -771,6 +781,8 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
                 "precision_anon": by_kind.anon.map(round3),
                 "precision_file": by_kind.file.map(round3),
                 "recall": p.feedback.recall().map(round3),
+                "kills_during_job": c.kills_during_prepage,
+                "kills_with_unused_resident": c.kills_with_prepaged_unused,
             }),
         );
     }

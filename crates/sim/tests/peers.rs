@@ -116,6 +116,30 @@ fn asap_prepages_from_the_second_switch_on_and_measures_its_precision() {
     }
     // The run differs from android's: prepaging changed what it did.
     assert_ne!(r.results[0].summary, r.results[1].summary);
+    // Every kill has one cause; android and asap leave killing to lmkd, so
+    // none is the scheduler's, and the kills a prepaging job or its unused
+    // pages were around for are among asap's kills.
+    for res in &r.results {
+        let c = &res.extra["kills_by_cause"];
+        let n = |k: &str| c[k].as_u64().unwrap();
+        assert_eq!(
+            n("allocation_blocked") + n("lmkd_pressure") + n("scheduler"),
+            res.summary.kills,
+            "{}: {c}",
+            res.policy
+        );
+        assert_eq!(n("scheduler"), 0, "{}: {c}", res.policy);
+    }
+    assert!(
+        r.results[1].summary.kills > 0,
+        "two weeks on 8 GB kill some apps"
+    );
+    for k in ["kills_during_job", "kills_with_unused_resident"] {
+        assert!(
+            pp[k].as_u64().unwrap() <= r.results[1].summary.kills,
+            "{k}: {pp}"
+        );
+    }
 }
 
 #[test]
