@@ -213,11 +213,19 @@ class RenderTest(unittest.TestCase):
         self.assertTrue(text.startswith(example))
         self.assertIn("0.55× android", text)
 
-    def test_hand_typed_figures_fail_the_check_in_strict_pages(self):
+    def test_hand_typed_figures_fail_the_check_in_every_page(self):
         self.repo.write("README.md", TABLE)
-        self.repo.write("docs/design.md", "A launch took 3,430 ms here; `42 ms` in code is fine.\n")
+        # A dated results log is history: its figures are typed.
+        self.repo.write("docs/results-log-part.md", "A launch took 3,430 ms; `42 ms` in code.\n")
         self.assertEqual(self.repo.run()[0], 0)
-        self.assertEqual(self.repo.run("--check")[0], 0)  # docs/design.md is not strict
+        self.assertEqual(self.repo.run("--check")[0], 0)
+        # Any other page of docs/ fails, with the mark or without.
+        self.repo.write("docs/design.md", "A launch took 3,430 ms here; `42 ms` in code is fine.\n")
+        code, err = self.repo.run("--check")
+        self.assertEqual(code, 1, err)
+        self.assertIn("docs/design.md:1: '3,430 ms'", err)
+        self.assertNotIn("42 ms", err)
+        self.repo.write("docs/design.md", "No figure.\n")
         self.repo.write("README.md", self.repo.read("README.md") + "\nappflow was 0.55× stock.\n")
         code, err = self.repo.run("--check")
         self.assertEqual(code, 1, err)
@@ -233,7 +241,7 @@ class RenderTest(unittest.TestCase):
             "```\n1 ms\n```\n[x](a/5 ms.md) <!-- 3 s -->\n")]
         self.assertEqual(found, ["2.2×", "150 MB/s", "98.5 %", "12-15 min"])
 
-    def test_a_traced_section_ends_at_the_next_heading_of_its_level(self):
+    def test_a_page_is_checked_whole_and_a_traced_section_ends_at_its_next_heading(self):
         page = ("# Part\n\nDesign: a 100 ms tick, 4 KiB pages.\n\n## Results\n<!-- figures: traced -->\n"
                 "Launches took 3,430 ms.\n\n### On this VM\n\nAnd 1.2× here.\n\n"
                 "```\n## not a heading\n```\n7 ms in the code block's shadow.\n\n"
@@ -243,10 +251,15 @@ class RenderTest(unittest.TestCase):
         self.repo.run()
         code, err = self.repo.run("--check")
         self.assertEqual(code, 1)
+        # The check holds for the whole page; the sections still count
+        # apart for --untraced.
         loose = [line.split(": a figure")[0] for line in err.splitlines()]
-        self.assertEqual(loose, ["render-results: docs/part.md:7: '3,430 ms'",
+        self.assertEqual(loose, ["render-results: docs/part.md:3: '100 ms'",
+                                 "render-results: docs/part.md:3: '4 KiB'",
+                                 "render-results: docs/part.md:7: '3,430 ms'",
                                  "render-results: docs/part.md:11: '1.2×'",
-                                 "render-results: docs/part.md:16: '7 ms'"], err)
+                                 "render-results: docs/part.md:16: '7 ms'",
+                                 "render-results: docs/part.md:20: '2 s'"], err)
         self.assertEqual(rr.strict_lines("docs/x.md", "<!-- figures: traced -->\n# T\n## S"), {1, 2, 3})
         self.assertEqual(rr.strict_lines("docs/x.md", "# T\n## S\n"), set())
 
