@@ -474,11 +474,13 @@ pub struct Readaround {
 /// one lands at its edge, and the window centred there brings in half a
 /// window beyond the page the app reached: that half is not the app's.
 /// Counted as seen, it is streamed next time, the app's next miss lands
-/// half a window further, and the profile grows launch after launch (on
-/// the deploy harness the ML app's shared libraries, read with the disk's
-/// 8 MiB window, grew its profile to 1.15× a 3-launch recording over 10
-/// launches). So a run that starts or ends at a known range loses half a
-/// window at its free end. A run away from every known range is what a
+/// half a window further, and the profile grows launch after launch. So a
+/// run that starts or ends at a known range loses half a window at its
+/// free end. (On the deploy harness the ML app's learned profile reached
+/// 1.15× a 3-launch recording in 10 launches, all of it in shared
+/// libraries read with the disk's 8 MiB window; with this rule 1.13×: the
+/// rest is isolated windows in pages no cold launch reads, not explained
+/// yet, docs/results-log.md.) A run away from every known range is what a
 /// cold launch would show too (`appflow record` counts it whole), less
 /// what the daemon's raised launch readahead added to it (the AppFlow
 /// paper §4.1 reads large files in large blocks during launch): half the

@@ -736,10 +736,10 @@ impl LaunchWatch {
         Ok(w)
     }
 
-    /// Notes that the device whose readahead is `read_ahead_kb` reads ahead `now_bytes` during this launch against its
-    /// own `own_bytes`: what the app's faults and reads bring in from it
-    /// carries the larger window's read-around, which [`Self::finish`]
-    /// takes off again.
+    /// Notes that the device whose readahead is `read_ahead_kb` reads
+    /// ahead `now_bytes` during this launch against its own `own_bytes`:
+    /// what the app's faults and reads bring in from it carries the larger
+    /// window's read-around, which [`Self::finish`] takes off again.
     pub fn note_readahead(&mut self, read_ahead_kb: &Path, own_bytes: u64, now_bytes: u64) {
         let e = self
             .raised
