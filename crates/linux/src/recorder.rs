@@ -506,9 +506,6 @@ pub fn record_launch(opts: &RecordOptions) -> Result<Recording, RecordError> {
 struct Learned<'a> {
     profile: &'a LaunchProfile,
     readaround: &'a dyn Fn(u64) -> Readaround,
-    /// By path, the file offsets of the pages the tree's mappings of it
-    /// hold present at the end ([`LaunchWatch::reached`]).
-    reached: &'a BTreeMap<String, Vec<ByteRange>>,
 }
 
 /// The observation of a finished window: ranges each file of the tree
@@ -549,26 +546,6 @@ fn observe(
             .as_ref()
             .map_or(Readaround::default(), |l| (l.readaround)(dev))
     };
-    let no_reach = BTreeMap::new();
-    let reached = learned.as_ref().map_or(&no_reach, |l| l.reached);
-    // What a learned launch counts of the pages brought into a file: in a
-    // file the profile knows and the tree maps, only where the app's
-    // mappings hold the page present (what the kernel read around the
-    // app's misses, a window centred on each and asynchronous readahead
-    // past it, is not its reach); elsewhere, less the read-around a raised
-    // window or a streamed range's edge adds ([`discount_readaround`]).
-    let learn =
-        |path: &str, known: &[ByteRange], runs: &[ByteRange], size: u64, dev: u64| match reached
-            .get(path)
-        {
-            Some(r) if !known.is_empty() => {
-                let mut kept = residency::intersect(runs, known);
-                kept.extend(residency::intersect(runs, r));
-                coalesce(kept)
-            }
-            _ => discount_readaround(runs, known, size, readaround(dev)),
-        };
-
     // Residency after the window, for every file the tree opened.
     let page = residency::page_bytes();
     summary.files_seen = seen.files.len();
@@ -620,7 +597,8 @@ fn observe(
                 ranges = residency::resident_ranges(&after, page, f.size_at_open);
             }
             let known = known.map_or(&[][..], Vec::as_slice);
-            let mut all = learn(&f.path, known, &ranges, f.size_at_open, meta.dev());
+            let mut all =
+                discount_readaround(&ranges, known, f.size_at_open, readaround(meta.dev()));
             all.extend(known.iter().copied());
             ranges = coalesce(all);
         }
@@ -659,8 +637,7 @@ fn observe(
         );
         let ranges = residency::intersect(&resident, &coalesce(mapped));
         let known = credited.get(path.as_str()).map_or(&[][..], Vec::as_slice);
-        let ranges = learn(&path, known, &ranges, size, meta.dev());
-
+        let ranges = discount_readaround(&ranges, known, size, readaround(meta.dev()));
         if ranges.is_empty() {
             continue;
         }
@@ -805,7 +782,6 @@ impl LaunchWatch {
     ) -> Result<Recording, RecordError> {
         let known = self.watcher.tree_now();
         self.samples.take(&self.proc_root, &known, true);
-        let reached = self.reached();
         let seen = self.watcher.finish()?;
         let mut pids = self.samples.pids.clone();
         pids.extend(&self.samples.exited);
@@ -846,50 +822,8 @@ impl LaunchWatch {
             Some(Learned {
                 profile: profile.unwrap_or(&empty),
                 readaround: &readaround,
-                reached: &reached,
             }),
         )
-    }
-
-    /// By path, the file offsets of the pages present in the mappings of
-    /// the tree's living processes (`/proc/PID/maps` and `pagemap`): pages
-    /// the app touched (a fault maps the page, and the kernel's fault-around
-    /// maps up to a few cached neighbours), unlike pages merely cached.
-    /// Files of processes that have exited, or that nothing maps, are
-    /// missing: their reach is not known.
-    fn reached(&self) -> BTreeMap<String, Vec<ByteRange>> {
-        use crate::readers::pagemap::{PageState, Pagemap};
-        let page = residency::page_bytes();
-        let mut out: BTreeMap<String, Vec<ByteRange>> = BTreeMap::new();
-        for &pid in &self.samples.pids {
-            let (Ok(maps), Ok(mut pm)) = (
-                read_maps(&self.proc_root, pid),
-                Pagemap::open(&self.proc_root, pid, page),
-            ) else {
-                continue;
-            };
-            for m in maps {
-                let v = out.entry(m.path.clone()).or_default();
-                let len = m.end_addr.saturating_sub(m.start_addr);
-                let _ = pm.for_each(m.start_addr, len, |addr, state| {
-                    if state != PageState::Present {
-                        return;
-                    }
-                    let start = m.offset_bytes + (addr - m.start_addr);
-                    match v.last_mut() {
-                        Some(last) if last.end == start => last.end = start + page,
-                        _ => v.push(ByteRange {
-                            start,
-                            end: start + page,
-                        }),
-                    }
-                });
-            }
-        }
-        for v in out.values_mut() {
-            *v = coalesce(std::mem::take(v));
-        }
-        out
     }
 
     /// Stops watching and discards what was seen.

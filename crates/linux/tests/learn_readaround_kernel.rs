@@ -37,8 +37,6 @@ const MIB: u64 = 1024 * KIB;
 const FILE_BYTES: u64 = 16 * MIB;
 const READ_AT: u64 = 8 * MIB;
 const READ_BYTES: u64 = MIB;
-/// The page the mapping helper touches.
-const TOUCHED: u64 = READ_AT + READ_BYTES / 2;
 
 /// Not a test of its own: the app (does nothing unless
 /// `APPFLOW_READAROUND_APP=FILE` is set). Says `helper-ready`, waits for a
@@ -54,29 +52,6 @@ fn reader() {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
     let f = std::fs::File::open(path).unwrap();
-    if std::env::var_os("APPFLOW_READAROUND_MAP").is_some() {
-        // One page touched through a mapping, which stays mapped: the
-        // kernel reads a window around the fault.
-        // SAFETY: a read-only shared mapping of the open file, never unmapped
-        // (the helper idles until killed); the byte read is inside it.
-        unsafe {
-            let addr = libc::mmap(
-                std::ptr::null_mut(),
-                FILE_BYTES as usize,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                0,
-            );
-            assert_ne!(addr, libc::MAP_FAILED);
-            let b = *(addr as *const u8).add(TOUCHED as usize);
-            std::hint::black_box(b);
-        }
-        println!("done");
-        loop {
-            std::thread::sleep(std::time::Duration::from_secs(3600));
-        }
-    }
     // SAFETY: advice only, on our own descriptor.
     unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
     let mut buf = vec![0u8; READ_BYTES as usize];
@@ -109,23 +84,11 @@ fn learned_ranges(
     raised: Option<(&Path, u64, u64)>,
     profile: Option<&LaunchProfile>,
 ) -> Vec<ByteRange> {
-    learned_ranges_by(file, raised, profile, false)
-}
-
-/// [`learned_ranges`], the reader touching one page through a mapping
-/// (`map`) instead of reading a MiB.
-fn learned_ranges_by(
-    file: &Path,
-    raised: Option<(&Path, u64, u64)>,
-    profile: Option<&LaunchProfile>,
-    map: bool,
-) -> Vec<ByteRange> {
     support::evict(file);
     let me = std::env::current_exe().unwrap();
     let mut cmd = Command::new(me);
     cmd.args(["--exact", "reader", "--nocapture", "--test-threads=1"])
         .env("APPFLOW_READAROUND_APP", file)
-        .envs(map.then_some(("APPFLOW_READAROUND_MAP", "1")))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
     support::die_with_parent(&mut cmd, libc::SIGKILL);
@@ -234,25 +197,4 @@ fn learned_launch_takes_off_the_raised_read_around() {
         }],
         "device window {own} bytes"
     );
-    // A page touched through a mapping in a file the profile knows (the
-    // MiB before the run): the kernel reads a window around the fault, but
-    // only the pages the mapping holds present (the page and what
-    // fault-around maps beside it) are the app's reach.
-    let mapped = learned_ranges_by(&file, None, Some(&profile), true);
-    let beyond: Vec<ByteRange> = mapped
-        .iter()
-        .copied()
-        .filter(|r| r.end > known.end)
-        .map(|r| ByteRange {
-            start: r.start.max(known.end),
-            end: r.end,
-        })
-        .collect();
-    assert!(
-        beyond
-            .iter()
-            .any(|r| r.start <= TOUCHED && TOUCHED + 4096 <= r.end),
-        "{mapped:?}"
-    );
-    assert!(bytes(&beyond) <= 256 * KIB, "{mapped:?}");
 }
