@@ -805,10 +805,7 @@ impl LaunchWatch {
                 if let Some(&(own, window)) = raised.get(&f) {
                     return Readaround { window, own };
                 }
-                let own = std::fs::read_to_string(&f)
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u64>().ok())
-                    .map_or(0, |k| k * 1024);
+                let own = crate::actuators::readahead::read_window_bytes(&f).unwrap_or(0);
                 Readaround { window: own, own }
             })
         };

@@ -50,6 +50,16 @@ pub fn readahead_file(sys_root: &Path, dev: u64) -> Option<PathBuf> {
     bdi(majmin.trim())
 }
 
+/// A `read_ahead_kb` value (KiB, as sysfs and the journal write it) in bytes.
+pub fn kib_bytes(text: &str) -> Option<u64> {
+    text.trim().parse::<u64>().ok().map(|k| k * 1024)
+}
+
+/// The readahead a `read_ahead_kb` file holds now, bytes.
+pub fn read_window_bytes(read_ahead_kb: &Path) -> Option<u64> {
+    kib_bytes(&std::fs::read_to_string(read_ahead_kb).ok()?)
+}
+
 /// The devices' readahead while launches stream, and its restore.
 #[derive(Debug)]
 pub struct LaunchReadahead {
@@ -103,10 +113,8 @@ impl LaunchReadahead {
         let mut n = 0;
         for f in files {
             // Never lower a device whose own readahead is larger already.
-            let own = std::fs::read_to_string(&f)
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok());
-            if !self.journal.is_changed(&f) && own.is_some_and(|k| k * 1024 >= bytes) {
+            let own = read_window_bytes(&f);
+            if !self.journal.is_changed(&f) && own.is_some_and(|b| b >= bytes) {
                 continue;
             }
             if self.journal.set(&f, &kib)? {

@@ -940,15 +940,10 @@ impl Detection {
         let Some(r) = self.recording.as_mut() else {
             return;
         };
-        let kib = |s: &str| s.trim().parse::<u64>().ok().map(|k| k * 1024);
+        use crate::actuators::readahead::{kib_bytes, read_window_bytes};
         for e in entries {
-            let (Some(own), Some(now)) = (
-                kib(&e.original),
-                std::fs::read_to_string(&e.path)
-                    .ok()
-                    .as_deref()
-                    .and_then(kib),
-            ) else {
+            let (Some(own), Some(now)) = (kib_bytes(&e.original), read_window_bytes(&e.path))
+            else {
                 continue;
             };
             r.watch.note_readahead(&e.path, own, now);
