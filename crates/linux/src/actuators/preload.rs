@@ -225,6 +225,118 @@ fn read_range(f: &std::fs::File, buf: &mut [u8], offset: u64, len: u64) -> std::
     Ok(done)
 }
 
+/// The pages of `[offset, offset+len)` of `f` in pieces of at most
+/// `piece` bytes, each split into runs of pages that are resident in the
+/// page cache and runs that are not, asked (`mincore`) just before the
+/// piece is handled. `each(from, to, resident)` gets the runs in order,
+/// clamped to the range. A piece whose residency cannot be asked is one
+/// missing run.
+fn residency_runs(
+    f: &std::fs::File,
+    offset: u64,
+    len: u64,
+    piece: u64,
+    mut each: impl FnMut(u64, u64, bool) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    use crate::recorder::residency;
+    use std::os::fd::AsFd;
+    let page = residency::page_bytes();
+    let end = offset.saturating_add(len);
+    let piece = piece.max(page) / page * page;
+    let mut at = offset / page * page;
+    while at < end {
+        let to = (at + piece).min(end.div_ceil(page) * page);
+        let flags = residency::residency_of(f.as_fd(), at, to - at)
+            .unwrap_or_else(|_| vec![0; ((to - at) / page) as usize]);
+        let mut i = 0;
+        while i < flags.len() {
+            let resident = flags[i] & 1 == 1;
+            let j = flags[i..]
+                .iter()
+                .position(|&v| (v & 1 == 1) != resident)
+                .map_or(flags.len(), |k| i + k);
+            let (a, b) = (
+                (at + i as u64 * page).max(offset),
+                (at + j as u64 * page).min(end),
+            );
+            if a < b {
+                each(a, b, resident)?;
+            }
+            i = j;
+        }
+        at = to;
+    }
+    Ok(())
+}
+
+/// Reads the pages of `[offset, offset+len)` of `f` that are not in the
+/// page cache (reads of at most the buffer size); returns the bytes read.
+///
+/// A page already resident is not read again. Besides the copy saved, a
+/// read that reaches a page the app's own readahead marked (`PG_readahead`,
+/// the kernel's cue that its reader is about to need the next window)
+/// starts that asynchronous readahead on the worker's descriptor: a
+/// random-access descriptor reads only what it asks for on a miss, but the
+/// readahead at a marked page goes ahead all the same, a window of the
+/// descriptor's (twice the device's) past the span, and the app loses its
+/// cue. Traced on the deploy harness (`mm_filemap_add_to_page_cache` with
+/// stacks, the ML app's learned launches): the worker brought in 15-28 MB
+/// past the end of profile ranges in its shared libraries through
+/// `filemap_readahead` from its `pread`s, 149 MB per launch, which the
+/// learned launch then counted as the app's and streamed next time (the
+/// learned profile grew to 1.13× a 3-launch recording; docs/results-log.md).
+/// Residency is asked piece by piece just before each read, so a page the
+/// app marks meanwhile is not read either.
+fn read_missing(f: &std::fs::File, buf: &mut [u8], offset: u64, len: u64) -> std::io::Result<u64> {
+    let mut done = 0;
+    residency_runs(f, offset, len, buf.len() as u64, |a, b, resident| {
+        if !resident {
+            done += read_range(f, buf, a, b - a)?;
+        }
+        Ok(())
+    })?;
+    Ok(done)
+}
+
+/// Keeps `[offset, offset+len)` of `f` warm: pages evicted since are read
+/// again ([`read_missing`]), and resident ones are marked accessed by
+/// touching them through a `MADV_RANDOM` mapping (a young page is marked
+/// accessed when the mapping goes), not by reading them, which would start
+/// the readahead at a page the app's readahead marked (see
+/// [`read_missing`]); a fault in a `MADV_RANDOM` mapping starts none.
+/// Returns the bytes read.
+fn keep_warm(
+    f: &std::fs::File,
+    buf: &mut [u8],
+    offset: u64,
+    len: u64,
+    file_size: u64,
+) -> std::io::Result<u64> {
+    let mut done = 0;
+    residency_runs(f, offset, len, buf.len() as u64, |a, b, resident| {
+        if !resident {
+            done += read_range(f, buf, a, b - a)?;
+            return Ok(());
+        }
+        let Ok(m) = map_window(f, a, b - a, file_size) else {
+            return Ok(());
+        };
+        let base = a & !4095;
+        let mut at = a;
+        while at < b {
+            // SAFETY: `at - base` is within the mapping of the window's
+            // pages, resident when asked; a page reclaimed since is read
+            // back by this fault (one page: the mapping is MADV_RANDOM).
+            let v =
+                unsafe { std::ptr::read_volatile((m.addr as *const u8).add((at - base) as usize)) };
+            std::hint::black_box(v);
+            at = (at / 4096 + 1) * 4096;
+        }
+        Ok(())
+    })?;
+    Ok(done)
+}
+
 /// Opens a file for the worker's reads. Its descriptor reads exactly the
 /// bytes asked for (`POSIX_FADV_RANDOM`: no readahead past them, no
 /// readahead marks that would make the app's later hits read further), in
@@ -382,7 +494,7 @@ impl Worker {
                 Hold::Protect => {
                     let buf = &mut self.buf;
                     let locked = (if to > from {
-                        read_range(f, buf, from, to - from)
+                        read_missing(f, buf, from, to - from)
                     } else {
                         Ok(0)
                     })
@@ -410,13 +522,13 @@ impl Worker {
                 }
                 Hold::Touch => {
                     if to > from {
-                        match read_range(f, &mut self.buf, from, to - from) {
+                        match read_missing(f, &mut self.buf, from, to - from) {
                             Ok(n) => {
                                 r.bytes_read += n;
                                 *done = if done.end == from {
-                                    done.start..from + n
+                                    done.start..to
                                 } else {
-                                    from..from + n
+                                    from..to
                                 };
                             }
                             Err(_) => {
@@ -544,11 +656,13 @@ impl Worker {
             .flat_map(|a| a.touch.iter().cloned())
             .collect();
         for s in spans {
-            match std::fs::File::open(&s.path) {
-                Ok(f) => match read_range(&f, &mut self.buf, s.offset, s.len) {
-                    Ok(n) => r.bytes_read += n,
-                    Err(_) => r.errors += 1,
-                },
+            let kept = open_exact(&s.path).and_then(|f| {
+                let size = f.metadata()?.len();
+                let len = s.len.min(size.saturating_sub(s.offset));
+                keep_warm(&f, &mut self.buf, s.offset, len, size)
+            });
+            match kept {
+                Ok(n) => r.bytes_read += n,
                 Err(_) => r.errors += 1,
             }
         }
@@ -1174,14 +1288,135 @@ impl PreloadMechanism for WorkerClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recorder::residency;
+    use std::os::fd::AsFd;
+
+    /// Writes a file of `len` bytes at `f`, flushed and dropped from the
+    /// page cache; returns its path.
+    fn cold_file(f: &Path, len: usize) -> String {
+        let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        std::fs::write(f, data).unwrap();
+        let file = std::fs::File::open(f).unwrap();
+        file.sync_all().unwrap();
+        residency::drop_from_cache(file.as_fd()).unwrap();
+        f.display().to_string()
+    }
+
+    /// Resident ranges of the file at `path`.
+    fn resident(path: &str) -> Vec<appflow_core::profile::ByteRange> {
+        let f = std::fs::File::open(path).unwrap();
+        let size = f.metadata().unwrap().len();
+        let pages = residency::residency(f.as_fd(), size).unwrap();
+        residency::resident_ranges(&pages, residency::page_bytes(), size)
+    }
+
+    /// [`resident`] once reads in flight have landed (`mincore` counts a
+    /// page once it is read, not while it is under I/O): the same answer
+    /// twice 100 ms apart, after at least 200 ms (at most 3 s).
+    fn settled(path: &str) -> Vec<appflow_core::profile::ByteRange> {
+        let t0 = Instant::now();
+        let mut last = resident(path);
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = resident(path);
+            if (now == last && t0.elapsed() >= Duration::from_millis(200))
+                || t0.elapsed() >= Duration::from_secs(3)
+            {
+                return now;
+            }
+            last = now;
+        }
+    }
+
+    /// What an app's plain read of 64 KiB at the start of a cold file
+    /// leaves resident: the kernel's first readahead window, which holds
+    /// the page marked for its next one. `None` where the file's device
+    /// reads no window around a read (tmpfs, `read_ahead_kb` 0).
+    fn app_reads_start(path: &str) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::open(path).unwrap();
+        residency::drop_from_cache(f.as_fd()).unwrap();
+        let mut buf = vec![0u8; 64 << 10];
+        f.read_exact_at(&mut buf, 0).unwrap();
+        match settled(path).as_slice() {
+            [r] if r.start == 0 && r.end > 64 << 10 => Some(r.end),
+            _ => None,
+        }
+    }
+
+    /// Issue 31: a learned ML launch streamed its profile's ranges of pages
+    /// the app had already read, reached the page the app's readahead had
+    /// marked, and read a window past the range that nobody asked for
+    /// (docs/results-log.md). A load or a keep-warm touch over what the app
+    /// read brings in nothing more.
+    #[test]
+    fn loads_and_touches_over_what_the_app_read_start_no_readahead_past_it() {
+        let d = std::env::temp_dir().join(format!("appflow-marks-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let path = cold_file(&d.join("lib"), 32 << 20);
+        let Some(window) = app_reads_start(&path) else {
+            eprintln!(
+                "skipped: {} reads no readahead window around a read (tmpfs or read_ahead_kb 0)",
+                d.display()
+            );
+            std::fs::remove_dir_all(&d).unwrap();
+            return;
+        };
+        let mut w = Worker {
+            apps: BTreeMap::new(),
+            buf: vec![0u8; 2 << 20],
+        };
+        let (_tx, rx) = mpsc::channel();
+        let mut queue = VecDeque::new();
+        let span = WorkSpan {
+            path: path.clone(),
+            offset: 0,
+            len: window,
+        };
+        let r = w.load("a", Hold::Touch, &[span], &rx, &mut queue);
+        assert_eq!(r.errors, 0);
+        let only_window = vec![appflow_core::profile::ByteRange {
+            start: 0,
+            end: window,
+        }];
+        assert_eq!(
+            settled(&path),
+            only_window,
+            "the load read past the app's window"
+        );
+        // The app reads its start again (cold), and the worker keeps the span warm.
+        assert_eq!(app_reads_start(&path), Some(window));
+        let t = w.touch_all();
+        assert_eq!((t.errors, t.bytes_read), (0, 0));
+        assert_eq!(
+            settled(&path),
+            only_window,
+            "the touch read past the app's window"
+        );
+        // A page evicted since is read back by the touch, and only it.
+        let f = std::fs::File::open(&path).unwrap();
+        // SAFETY: advice on our own descriptor.
+        unsafe {
+            libc::posix_fadvise(
+                std::os::fd::AsRawFd::as_raw_fd(&f),
+                0,
+                4096,
+                libc::POSIX_FADV_DONTNEED,
+            )
+        };
+        let t = w.touch_all();
+        assert_eq!((t.errors, t.bytes_read), (0, 4096));
+        assert_eq!(settled(&path), only_window);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 
     #[test]
     fn worker_loads_locks_touches_and_releases_in_process() {
         let d = std::env::temp_dir().join(format!("appflow-worker-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         let f = d.join("big");
-        std::fs::write(&f, vec![7u8; 3 * 1024 * 1024]).unwrap();
-        let path = f.display().to_string();
+        let path = cold_file(&f, 3 << 20);
+        let other = cold_file(&d.join("other"), 3 << 20);
         let (cmd_r, mut cmd_w) = std::io::pipe().unwrap();
         let (rep_r, mut rep_w) = std::io::pipe().unwrap();
         let worker = std::thread::spawn(move || {
@@ -1237,7 +1472,7 @@ mod tests {
             app: "c".into(),
             hold: Hold::Protect,
             spans: vec![WorkSpan {
-                path: path.clone(),
+                path: other.clone(),
                 offset: 2 << 20,
                 len: 4096,
             }],
@@ -1245,6 +1480,24 @@ mod tests {
         let load_c = next();
         assert_eq!(load_c.bytes_read, 4096, "the span's one page");
         assert_eq!(load_c.protected_bytes, (3 << 20) + 4096);
+        // Pages already resident are not read again (they are still locked).
+        send(WorkerCmd::Load {
+            app: "d".into(),
+            hold: Hold::Protect,
+            spans: vec![WorkSpan {
+                path: path.clone(),
+                offset: 0,
+                len: 1 << 20,
+            }],
+        });
+        let load_d = next();
+        assert_eq!(load_d.bytes_read, 0, "resident pages are not read again");
+        assert_eq!(load_d.protected_bytes, (4 << 20) + 4096);
+        send(WorkerCmd::Release {
+            app: "d".into(),
+            hold: None,
+        });
+        assert_eq!(next().op, "released");
         send(WorkerCmd::Release {
             app: "c".into(),
             hold: None,

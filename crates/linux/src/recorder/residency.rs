@@ -22,12 +22,29 @@ pub fn page_bytes() -> u64 {
 
 /// One flag per page of the file's first `size_bytes`: 1 when resident in the page cache.
 pub fn residency(fd: BorrowedFd<'_>, size_bytes: u64) -> io::Result<Vec<u8>> {
-    if size_bytes == 0 {
+    residency_of(fd, 0, size_bytes)
+}
+
+/// One flag per page of `[offset, offset+len)` of the file (`offset` a
+/// multiple of the page size): 1 when resident in the page cache. Asking
+/// brings nothing in and moves no page on the LRU.
+pub fn residency_of(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+    if len == 0 {
         return Ok(Vec::new());
     }
-    let len = usize::try_from(size_bytes)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file too large to map"))?;
     let page = page_bytes() as usize;
+    if !offset.is_multiple_of(page as u64) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "residency offset not page-aligned",
+        ));
+    }
+    let (len, offset) = (
+        usize::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "range too large to map"))?,
+        libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?,
+    );
     // SAFETY: a fresh PROT_READ shared mapping of a valid fd; checked for MAP_FAILED.
     let addr = unsafe {
         libc::mmap(
@@ -36,7 +53,7 @@ pub fn residency(fd: BorrowedFd<'_>, size_bytes: u64) -> io::Result<Vec<u8>> {
             libc::PROT_READ,
             libc::MAP_SHARED,
             fd.as_raw_fd(),
-            0,
+            offset,
         )
     };
     if addr == libc::MAP_FAILED {
