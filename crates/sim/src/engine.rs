@@ -142,6 +142,17 @@ pub struct Counters {
     /// Of the kills, lmkd's at its pressure thresholds (PSI with swap low,
     /// or PSI "full"), with no allocation blocked.
     pub kills_pressure: u64,
+    /// The memory state at the kills (by anyone): with free swap (zram and
+    /// flash) below lmkd's `swap_free_low_percentage` (10 %) of its size;
+    pub kills_swap_low: u64,
+    /// ... with resident anonymous memory in the victim and free swap for
+    /// all of it (a page-out of the whole victim had room: it could have
+    /// replaced the kill, had it kept up);
+    pub kills_swap_room_for_victim: u64,
+    /// ... during a launch;
+    pub kills_during_launch: u64,
+    /// ... while the preloader held a before-launch standby set.
+    pub kills_with_standby_set: u64,
     /// Kills while a switch's prepaging job was running (ASAP).
     pub kills_during_prepage: u64,
     /// Kills while pages that a switch's prepaging brought back, and the

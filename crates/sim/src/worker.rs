@@ -631,6 +631,23 @@ impl KillMechanism for Sim<'_> {
             Some(a) != self.fg && Some(a) != self.launching,
             "the killer chose the foreground app ({reason})"
         );
+        // The memory state the kill fired in (docs/killer.md "Why the
+        // kills"): which of them a page-out could have replaced, and which
+        // the preloader's own pages were part of.
+        let swap_cap = self.zram_cap + self.swap_cap;
+        let room = self.swap_room();
+        if (room as f64) < crate::kernel::LMKD_SWAP_FREE_LOW * swap_cap as f64 {
+            self.counters.kills_swap_low += 1;
+        }
+        if self.st[a].anon_res > 0 && room >= self.st[a].anon_res {
+            self.counters.kills_swap_room_for_victim += 1;
+        }
+        if self.launching.is_some() {
+            self.counters.kills_during_launch += 1;
+        }
+        if self.held_total > 0 {
+            self.counters.kills_with_standby_set += 1;
+        }
         // What a switch's prepaging had in memory at the kill (ASAP's
         // safety rule is judged on kills; docs/peers.md).
         if self.prepage_job.is_some() {

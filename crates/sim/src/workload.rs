@@ -724,6 +724,19 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
             "scheduler": c.kills.saturating_sub(c.kills_blocked + c.kills_pressure),
         }),
     );
+    // The memory state the kills fired in: swap nearly full (lmkd's
+    // swap_free_low_percentage), room in swap for the whole victim (a
+    // page-out could have replaced the kill), a launch on, the preloader's
+    // standby set held.
+    extra.insert(
+        "kills_by_state".into(),
+        json!({
+            "swap_free_below_10pct": c.kills_swap_low,
+            "swap_room_for_victim": c.kills_swap_room_for_victim,
+            "during_launch": c.kills_during_launch,
+            "with_standby_set": c.kills_with_standby_set,
+        }),
+    );
     extra.insert(
         "direct_reclaim_stall_ms_total".into(),
         json!(round3(c.direct_reclaim_ms)),
