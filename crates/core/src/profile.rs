@@ -478,10 +478,10 @@ pub struct Readaround {
 /// run that starts or ends at a known range loses half a window at its
 /// free end. (On the deploy harness the ML app's learned profile reached
 /// 1.15× a 3-launch recording in 10 launches, all of it in shared
-/// libraries read with the disk's 8 MiB window; with this rule 1.13×, and
-/// 1.05× with preloading off: the rest is runs of one or two windows in
-/// library pages no cold launch reads, not explained yet;
-/// docs/results-log.md.) A run away from every known range is what a
+/// libraries read with the disk's 8 MiB window; with this rule 1.13×. The
+/// rest was the preload worker's own reads reaching pages the app's
+/// readahead had marked, fixed in the worker: then 1.05×, flat from the
+/// first launch; docs/results-log.md.) A run away from every known range is what a
 /// cold launch would show too (`appflow record` counts it whole), less
 /// what the daemon's raised launch readahead added to it (the AppFlow
 /// paper §4.1 reads large files in large blocks during launch): half the

@@ -1,6 +1,7 @@
 //! Real-kernel test of the read-around a learned launch takes off (issue
 //! 31: after 10 learned launches the ML app's profile held 15 % more bytes
-//! than a 3-launch recording; this rule took it to 13 %, the rest is open,
+//! than a 3-launch recording; this rule took it to 13 %, and the preload
+//! worker's reads that no longer start readahead at the app's marks to 5 %,
 //! docs/results-log.md). The daemon raises the readahead of the devices
 //! holding a launch's streamed files, so the app's own reads and faults
 //! bring in a larger window around each page they reach than `appflow
