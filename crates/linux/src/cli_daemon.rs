@@ -106,7 +106,7 @@ pub struct PreloadWorkerArgs {
     /// Largest single read, bytes.
     #[arg(long, default_value_t = 2 * 1024 * 1024)]
     pub max_read_bytes: u64,
-    /// Re-read standby spans this often, ms.
+    /// Keep standby spans warm this often (evicted pages read back, resident ones touched), ms.
     #[arg(long, default_value_t = 10_000)]
     pub touch_interval_ms: u64,
 }

@@ -299,12 +299,16 @@ fn read_missing(f: &std::fs::File, buf: &mut [u8], offset: u64, len: u64) -> std
 }
 
 /// Keeps `[offset, offset+len)` of `f` warm: pages evicted since are read
-/// again ([`read_missing`]), and resident ones are marked accessed by
-/// touching them through a `MADV_RANDOM` mapping (a young page is marked
-/// accessed when the mapping goes), not by reading them, which would start
+/// again ([`read_missing`]), and resident ones are marked accessed through
+/// a `MADV_RANDOM` mapping that `MADV_POPULATE_READ` (Linux 5.14) faults
+/// in as a read of each page would (the kernel's page walk touches each
+/// page it finds: marked accessed), not by reading them, which would start
 /// the readahead at a page the app's readahead marked (see
-/// [`read_missing`]); a fault in a `MADV_RANDOM` mapping starts none.
-/// Returns the bytes read.
+/// [`read_missing`]); a fault in a `MADV_RANDOM` mapping starts none. A
+/// page past the end of a file cut short meanwhile fails the advice, where
+/// a load from the mapping would raise `SIGBUS`. Where the advice is not
+/// known (before 5.14), resident pages are left as they are. Returns the
+/// bytes read.
 fn keep_warm(
     f: &std::fs::File,
     buf: &mut [u8],
@@ -318,19 +322,9 @@ fn keep_warm(
             done += read_range(f, buf, a, b - a)?;
             return Ok(());
         }
-        let Ok(m) = map_window(f, a, b - a, file_size) else {
-            return Ok(());
-        };
-        let base = a & !4095;
-        let mut at = a;
-        while at < b {
-            // SAFETY: `at - base` is within the mapping of the window's
-            // pages, resident when asked; a page reclaimed since is read
-            // back by this fault (one page: the mapping is MADV_RANDOM).
-            let v =
-                unsafe { std::ptr::read_volatile((m.addr as *const u8).add((at - base) as usize)) };
-            std::hint::black_box(v);
-            at = (at / 4096 + 1) * 4096;
+        if let Ok(m) = map_window(f, a, b - a, file_size) {
+            // SAFETY: advice on our own mapping, m.len long.
+            unsafe { libc::madvise(m.addr, m.len, libc::MADV_POPULATE_READ) };
         }
         Ok(())
     })?;
