@@ -280,6 +280,13 @@ impl Sim<'_> {
         (self.zram_cap - self.zram_stored) + (self.swap_cap - self.swap_used)
     }
 
+    /// Free swap (zram and flash) below lmkd's `swap_free_low_percentage`
+    /// of its size (a device with none is always low).
+    pub(crate) fn swap_low(&self) -> bool {
+        let cap = (self.zram_cap + self.swap_cap).max(1);
+        (self.swap_room() as f64 / cap as f64) < LMKD_SWAP_FREE_LOW
+    }
+
     pub(crate) fn reclaimable_anon(&self) -> u64 {
         if self.swap_room() == 0 {
             return 0;
@@ -755,9 +762,7 @@ impl Sim<'_> {
     /// lmkd's pressure: PSI "some" over 1 s with swap low, or PSI "full".
     pub(crate) fn lmkd_pressure(&self) -> bool {
         let (some, full) = self.psi(10);
-        let cap = (self.zram_cap + self.swap_cap).max(1);
-        let swap_free = self.swap_room() as f64 / cap as f64;
-        (some >= LMKD_PSI_SOME && swap_free < LMKD_SWAP_FREE_LOW) || full >= LMKD_PSI_FULL
+        (some >= LMKD_PSI_SOME && self.swap_low()) || full >= LMKD_PSI_FULL
     }
 
     /// The platform's killer: lmkd when the policy leaves killing to it,

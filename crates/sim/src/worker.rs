@@ -634,12 +634,10 @@ impl KillMechanism for Sim<'_> {
         // The memory state the kill fired in (docs/killer.md "Why the
         // kills"): which of them a page-out could have replaced, and which
         // the preloader's own pages were part of.
-        let swap_cap = self.zram_cap + self.swap_cap;
-        let room = self.swap_room();
-        if (room as f64) < crate::kernel::LMKD_SWAP_FREE_LOW * swap_cap as f64 {
+        if self.swap_low() {
             self.counters.kills_swap_low += 1;
         }
-        if self.st[a].anon_res > 0 && room >= self.st[a].anon_res {
+        if self.st[a].anon_res > 0 && self.swap_room() >= self.st[a].anon_res {
             self.counters.kills_swap_room_for_victim += 1;
         }
         if self.launching.is_some() {
