@@ -140,6 +140,14 @@ pub trait ReclaimMechanism {
         let _ = max_bytes;
         true
     }
+    /// The rate [`Self::page_out_anon`] pages anonymous memory out at,
+    /// bytes/s: measured on the mechanism's own calls (a live kernel), or
+    /// the device's modelled rate (a simulator); None while unknown.
+    /// Rebalancing with no configured step asks one tick's worth of it per
+    /// tick ([`crate::reclaim::ReclaimConfig::rebalance_step_bytes`] 0).
+    fn page_out_bytes_per_sec(&self) -> Option<f64> {
+        None
+    }
     /// Drops a file range from the page cache. Returns bytes dropped (as far as known).
     fn drop_file(&mut self, path: &str, offset: u64, len: u64) -> Result<u64, MechError>;
     /// kswapd's reclaim step of the domain as `vm.watermark_scale_factor`
@@ -232,6 +240,8 @@ pub struct Recorder {
     /// Nothing can be paged out (swap full): `page_out_possible` says so
     /// and `page_out_anon` pages out 0 bytes.
     pub page_out_full: bool,
+    /// What `page_out_bytes_per_sec` reports.
+    pub page_out_rate: Option<f64>,
 }
 
 impl PreloadMechanism for Recorder {
@@ -332,6 +342,9 @@ impl ReclaimMechanism for Recorder {
     }
     fn page_out_possible(&mut self, _max_bytes: u64) -> bool {
         !self.page_out_full
+    }
+    fn page_out_bytes_per_sec(&self) -> Option<f64> {
+        self.page_out_rate
     }
     fn drop_file(&mut self, path: &str, offset: u64, len: u64) -> Result<u64, MechError> {
         self.calls.push(Call::Drop {

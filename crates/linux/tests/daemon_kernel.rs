@@ -1139,6 +1139,12 @@ fn page_out_of_hundreds_of_mappings_resumes_without_errors() {
     );
     assert!(r.page_out_errors.is_empty(), "{:?}", r.page_out_errors);
     assert_eq!(r.smaps_errors, 0);
+    // The calls measured the rate rebalancing sizes its step from.
+    let rate = r
+        .page_out_bytes_per_sec()
+        .expect("a measured page-out rate");
+    eprintln!("page-out measured at {:.0} MB/s", rate / 1e6);
+    assert!(rate.is_finite() && rate > 0.0, "rate {rate}");
     // The helper wrote one byte per page of each range: every touched page
     // of the first two budgets is out, most of the whole.
     assert!(

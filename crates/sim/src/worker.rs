@@ -582,6 +582,14 @@ impl ReclaimMechanism for Sim<'_> {
             && self.page_out_afford() > 0
     }
 
+    /// The device's modelled page-out rate: compressing into zram at
+    /// `anon_zram_ms_per_mib` (one tick of it is what the rebalancing
+    /// worker's budget affords, [`Sim::page_out_afford`]).
+    fn page_out_bytes_per_sec(&self) -> Option<f64> {
+        (self.dev.anon_zram_ms_per_mib > 0.0)
+            .then(|| (1u64 << 20) as f64 * 1000.0 / self.dev.anon_zram_ms_per_mib)
+    }
+
     fn drop_file(&mut self, path: &str, _offset: u64, len: u64) -> Result<u64, MechError> {
         for a in 0..self.models.len() {
             if let Some(&(k, b)) = self.models[a].cell_of.get(path) {

@@ -431,9 +431,28 @@ impl Scheduler {
             self.drop_cold_files(s.now_ms, reclaim);
         }
         if d.anon_reclaim_bytes > 0 && !self.page_out_unsupported {
-            self.page_out(d.anon_reclaim_bytes, s.now_ms, procs, reclaim);
+            let step = self.page_out_step(s.total_bytes, reclaim);
+            self.page_out(d.anon_reclaim_bytes.min(step), s.now_ms, procs, reclaim);
         }
         d.mode
+    }
+
+    /// The most one rebalancing tick pages out: the configured step; with
+    /// none (0), one tick of page-out at the rate the mechanism has
+    /// measured, so that rebalancing frees memory as fast as the device
+    /// compresses it without holding the tick longer than a tick; before
+    /// any rate is known, N_alloc pages (the rate at which the device's
+    /// reclaim supplies memory, the AppFlow paper §4.2.1).
+    fn page_out_step(&mut self, total_bytes: u64, reclaim: &dyn ReclaimMechanism) -> u64 {
+        let rcfg = self.reclaim_config(total_bytes);
+        if rcfg.rebalance_step_bytes > 0 {
+            return rcfg.rebalance_step_bytes;
+        }
+        let rate = reclaim
+            .page_out_bytes_per_sec()
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .unwrap_or_else(|| rcfg.reclaim_bytes_per_sec());
+        ((rate * rcfg.tick_ms as f64 / 1000.0) as u64).max(crate::PAGE_BYTES)
     }
 
     fn apply_mode(&mut self, mode: ReclaimMode, now_ms: u64, reclaim: &mut dyn ReclaimMechanism) {

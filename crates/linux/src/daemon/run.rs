@@ -1509,19 +1509,36 @@ impl Runtime {
             tick_ms = self.cfg.daemon.tick_ms, "appflow daemon running");
         while !stop.load(Ordering::SeqCst) {
             let scheduled = origin + tick * k;
-            // Serve requests until the tick is due.
+            // Serve requests until the tick is due. A tick already due (the
+            // last one's work filled its period: a rebalancing tick pages
+            // out one tick's worth at the measured rate) first serves what
+            // is pending, for at most a tick, so no request waits on a run
+            // of busy ticks.
             loop {
                 let now = Instant::now();
-                if now >= scheduled || stop.load(Ordering::SeqCst) {
+                if stop.load(Ordering::SeqCst) {
                     break;
                 }
-                match self.rx.recv_timeout(scheduled - now) {
-                    Ok(LoopMsg::Request(inc)) => self.handle(inc),
-                    Ok(LoopMsg::AppExec) => self.detect_step(true),
-                    Err(mpsc::RecvTimeoutError::Timeout) => break,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        std::thread::sleep(scheduled - now)
+                let msg = if now < scheduled {
+                    match self.rx.recv_timeout(scheduled - now) {
+                        Ok(m) => m,
+                        Err(mpsc::RecvTimeoutError::Timeout) => break,
+                        Err(mpsc::RecvTimeoutError::Disconnected) => {
+                            std::thread::sleep(scheduled - now);
+                            break;
+                        }
                     }
+                } else if now < scheduled + tick {
+                    match self.rx.try_recv() {
+                        Ok(m) => m,
+                        Err(_) => break,
+                    }
+                } else {
+                    break;
+                };
+                match msg {
+                    LoopMsg::Request(inc) => self.handle(inc),
+                    LoopMsg::AppExec => self.detect_step(true),
                 }
             }
             if stop.load(Ordering::SeqCst) {
@@ -1566,10 +1583,11 @@ impl Runtime {
                 self.save_usage();
             }
             k += 1;
-            // After an overrun, skip the missed ticks instead of bursting.
-            let behind = origin.elapsed().as_nanos() / tick.as_nanos();
-            if behind as u32 >= k {
-                k = behind as u32 + 1;
+            // After an overrun the next tick runs at once, and the ticks
+            // missed before it are skipped instead of run in a burst.
+            let behind = (origin.elapsed().as_nanos() / tick.as_nanos()) as u32;
+            if behind > k {
+                k = behind;
             }
         }
         self.shutdown(&mut last_trace)
