@@ -8,10 +8,16 @@
 //!
 //! * **M_F** — the largest launch the domain must absorb: an app's anonymous
 //!   allocation during launch (M_sum) plus the file bytes its launch reads,
-//!   from its profile. Rebalancing pages background apps out while M_aval
-//!   is below M_F, so that the next launch finds that much free instead of
-//!   paying for the reclaim itself. At least `low_memory_fraction` of the
-//!   domain; at most the domain less the killer's floor.
+//!   from its profile, above the killer's floor. Rebalancing pages
+//!   background apps out while M_aval is below M_F, so that the next launch
+//!   finds that much free instead of paying for the reclaim itself; and a
+//!   launch has only what is above the floor (the stream's room is M_aval
+//!   less the floor, efficiency-first yields and the killer wakes at it),
+//!   so M_F is the need plus the floor. With the need alone, a GB-scale
+//!   app's launch on the deployment harness began with its stream's room
+//!   exactly a floor short of its need, and every launch yielded at the
+//!   floor with its stream cut. At least `low_memory_fraction` of the
+//!   domain; at most the domain less the floor.
 //! * **N_alloc** — half the slowest launch's mean allocation rate, so that
 //!   every profiled launch is seen as the burst it is: the rate the
 //!   scheduler measured over the app's last launch in this domain (pages
@@ -87,8 +93,8 @@ pub fn alloc_floor_pages(curve: &ThroughputCurve, tick_ms: u64) -> u64 {
 
 /// Derives M_F and N_alloc for a domain of `total_bytes` from the apps'
 /// launches ([`launch_need`], by app). `fraction`: M_F's least share of the
-/// domain; `floor_bytes`: the killer's trigger level (M_F never above the
-/// domain less it).
+/// domain; `floor_bytes`: the killer's trigger level (M_F is the largest
+/// need above it, never above the domain less it).
 pub fn derive(
     needs: &BTreeMap<String, LaunchNeed>,
     total_bytes: u64,
@@ -102,8 +108,9 @@ pub fn derive(
     let largest = needs
         .iter()
         .max_by_key(|(name, n)| (n.need_bytes, std::cmp::Reverse(*name)));
+    let above_floor = |n: &LaunchNeed| n.need_bytes.saturating_add(floor_bytes);
     let (low_memory_bytes, low_memory_app) = match largest {
-        Some((name, n)) if n.need_bytes > least => (n.need_bytes.min(most), Some(name.clone())),
+        Some((name, n)) if above_floor(n) > least => (above_floor(n).min(most), Some(name.clone())),
         _ => (least, None),
     };
     let floor_pages = alloc_floor_pages(curve, tick_ms);
@@ -152,6 +159,7 @@ pub fn checks(
     low_memory_bytes: u64,
     alloc_threshold_pages: u64,
     total_bytes: u64,
+    floor_bytes: u64,
     floor_pages: u64,
 ) -> Vec<Check> {
     if needs.is_empty() {
@@ -165,14 +173,21 @@ pub fn checks(
     let mib = |b: u64| b as f64 / crate::MIB as f64;
     let mut out = Vec::new();
     if let Some((name, n)) = needs.iter().max_by_key(|(_, n)| n.need_bytes) {
-        let fits = n.need_bytes <= total_bytes;
+        let most = total_bytes.saturating_sub(floor_bytes);
+        let want = n.need_bytes.saturating_add(floor_bytes);
         out.push(Check {
-            ok: low_memory_bytes >= n.need_bytes.min(total_bytes),
+            ok: low_memory_bytes >= want.min(most),
             what: format!(
-                "M_F {:.0} MiB against the largest launch, {name}'s {:.0} MiB (M_sum + files){}",
+                "M_F {:.0} MiB against the largest launch, {name}'s {:.0} MiB (M_sum + files) \
+                 above the floor of {:.0} MiB{}",
                 mib(low_memory_bytes),
                 mib(n.need_bytes),
-                if fits { "" } else { ", larger than the domain" }
+                mib(floor_bytes),
+                if want <= most {
+                    ""
+                } else {
+                    ", larger than the domain"
+                }
             ),
         });
     }
@@ -225,7 +240,9 @@ mod tests {
         needs.insert("small".to_string(), need(50 * MIB, Some(3000.0)));
         needs.insert("ml".to_string(), need(2700 * MIB, Some(20_000.0)));
         let s = derive(&needs, 4 * GIB, 0.15, 200 * MIB, &curve, 100);
-        assert_eq!(s.low_memory_bytes, 2700 * MIB);
+        // The need above the floor: what the launch can use before
+        // efficiency-first yields and the killer wakes.
+        assert_eq!(s.low_memory_bytes, 2700 * MIB + 200 * MIB);
         assert_eq!(s.low_memory_app.as_deref(), Some("ml"));
         // The slowest launch sets N_alloc: half its rate.
         assert_eq!(s.alloc_threshold_pages, 1500);
@@ -262,14 +279,17 @@ mod tests {
         needs.insert("ml".to_string(), need(2700 * MIB, Some(17_000.0)));
         needs.insert("office".to_string(), need(300 * MIB, Some(4_000.0)));
         // The issue's hand sizing: N_alloc 12,800, M_F 3.2 GiB.
-        let c = checks(&needs, 3277 * MIB, 12_800, 4 * GIB, 784);
+        let c = checks(&needs, 3277 * MIB, 12_800, 4 * GIB, 200 * MIB, 784);
         assert!(c[0].ok, "{c:?}");
         assert_eq!(c.iter().filter(|c| !c.ok).count(), 2, "{c:?}");
-        let c = checks(&needs, 3277 * MIB, 2000, 4 * GIB, 784);
+        let c = checks(&needs, 3277 * MIB, 2000, 4 * GIB, 200 * MIB, 784);
         assert!(c.iter().all(|c| c.ok), "{c:?}");
-        let c = checks(&needs, 600 * MIB, 2000, 4 * GIB, 784);
+        let c = checks(&needs, 600 * MIB, 2000, 4 * GIB, 200 * MIB, 784);
         assert!(!c[0].ok);
-        assert!(!checks(&BTreeMap::new(), 0, 1, 1, 1)[0].ok);
+        // The need itself, with no room for the floor, falls short.
+        let c = checks(&needs, 2700 * MIB, 2000, 4 * GIB, 200 * MIB, 784);
+        assert!(!c[0].ok, "{c:?}");
+        assert!(!checks(&BTreeMap::new(), 0, 1, 1, 0, 1)[0].ok);
     }
 
     /// The docs' demo app reads 68 MiB and allocates next to nothing: half
@@ -289,10 +309,18 @@ mod tests {
             s.low_memory_bytes,
             s.alloc_threshold_pages,
             512 * MIB,
+            25 * MIB,
             floor,
         );
         assert!(c.iter().all(|c| c.ok), "{c:?}");
-        let c = checks(&needs, s.low_memory_bytes, floor * 2, 512 * MIB, floor);
+        let c = checks(
+            &needs,
+            s.low_memory_bytes,
+            floor * 2,
+            512 * MIB,
+            25 * MIB,
+            floor,
+        );
         assert!(c.iter().any(|c| !c.ok), "{c:?}");
     }
 

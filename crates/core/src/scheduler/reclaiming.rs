@@ -143,6 +143,7 @@ impl Scheduler {
             rcfg.low_memory_threshold(total_bytes),
             rcfg.alloc_threshold_pages,
             total_bytes,
+            self.floor_bytes(total_bytes),
             alloc_floor_pages(&self.curve, self.cfg.reclaim.tick_ms),
         )
     }
