@@ -151,8 +151,8 @@ pub struct Check {
 }
 
 /// Checks the thresholds in force against the apps' launches: M_F covers
-/// the largest launch (else rebalancing stops short of what that launch
-/// needs free), and N_alloc is at most half of every launch's allocation
+/// the largest launch above the killer's floor, `floor_bytes` (else
+/// rebalancing stops short of what that launch needs free), and N_alloc is at most half of every launch's allocation
 /// rate (else that app's launches never switch the reclaimer).
 pub fn checks(
     needs: &BTreeMap<String, LaunchNeed>,
