@@ -533,11 +533,15 @@ impl PreloadMechanism for Sim<'_> {
 }
 
 impl Sim<'_> {
+    /// What compressing one page into zram costs the rebalancing worker, ms.
+    fn page_out_ms_per_page(&self) -> f64 {
+        self.dev.anon_zram_ms_per_mib / 256.0
+    }
+
     /// Pages the rebalancing worker's CPU budget left in this tick can
     /// page out (compressing into zram).
     fn page_out_afford(&self) -> u64 {
-        let per_page = self.dev.anon_zram_ms_per_mib / 256.0;
-        (self.rebalance_budget_ms / per_page).max(0.0) as u64
+        (self.rebalance_budget_ms / self.page_out_ms_per_page()).max(0.0) as u64
     }
 }
 
@@ -557,8 +561,7 @@ impl ReclaimMechanism for Sim<'_> {
         }
         let afford = self.page_out_afford();
         let n = (max_bytes / PAGE_BYTES).min(afford);
-        let per_page = self.dev.anon_zram_ms_per_mib / 256.0;
-        let (got, cpu, flash) = self.evict_anon(n, Some(a), per_page);
+        let (got, cpu, flash) = self.evict_anon(n, Some(a), self.page_out_ms_per_page());
         self.rebalance_budget_ms -= cpu + flash;
         if self.dev.cpu_budget_cores.is_some() {
             // The daemon compresses in its own context, on the domain's cores.
@@ -586,8 +589,8 @@ impl ReclaimMechanism for Sim<'_> {
     /// `anon_zram_ms_per_mib` (one tick of it is what the rebalancing
     /// worker's budget affords, [`Sim::page_out_afford`]).
     fn page_out_bytes_per_sec(&self) -> Option<f64> {
-        (self.dev.anon_zram_ms_per_mib > 0.0)
-            .then(|| (1u64 << 20) as f64 * 1000.0 / self.dev.anon_zram_ms_per_mib)
+        let per_page = self.page_out_ms_per_page();
+        (per_page > 0.0).then(|| PAGE_BYTES as f64 * 1000.0 / per_page)
     }
 
     fn drop_file(&mut self, path: &str, _offset: u64, len: u64) -> Result<u64, MechError> {
