@@ -139,9 +139,12 @@ pub struct Counters {
     /// Of the kills, the platform killer's (lmkd or the OOM killer) at an
     /// allocation that found nothing left to reclaim.
     pub kills_blocked: u64,
-    /// Of the kills, lmkd's at its pressure thresholds (PSI with swap low,
-    /// or PSI "full"), with no allocation blocked.
+    /// Of the kills, the platform's with no allocation blocked: lmkd's at
+    /// its kill reasons and ActivityManager's past its cached-process limit.
     pub kills_pressure: u64,
+    /// Of those, per Android 15 reason ([`crate::android::KillReason::ALL`]
+    /// order; all 0 but under `android15`).
+    pub kills_by_reason: [u64; 11],
     /// The memory state at the kills (by anyone): with free swap (zram and
     /// flash) below lmkd's `swap_free_low_percentage` (10 %) of its size;
     pub kills_swap_low: u64,
@@ -321,6 +324,10 @@ pub struct Sim<'a> {
     pub(crate) alloc_counter: u64,
     pub(crate) blocked: bool,
     pub(crate) last_kill_us: Option<u64>,
+    /// Android 15's lmkd between wakeups (the stock baseline's killer).
+    pub(crate) lmkd: crate::android::Lmkd,
+    pub(crate) lmkd_props: crate::android::LmkdProps,
+    pub(crate) am_props: crate::android::AmProps,
     pub(crate) psi_some: [f64; PSI_BUCKETS],
     pub(crate) psi_full: [f64; PSI_BUCKETS],
     pub(crate) psi_bucket: u64,
@@ -473,6 +480,9 @@ impl<'a> Sim<'a> {
             alloc_counter: 0,
             blocked: false,
             last_kill_us: None,
+            lmkd: crate::android::Lmkd::new(&crate::android::LmkdProps::pixel()),
+            lmkd_props: crate::android::LmkdProps::pixel(),
+            am_props: crate::android::AmProps::default(),
             psi_some: [0.0; PSI_BUCKETS],
             psi_full: [0.0; PSI_BUCKETS],
             psi_bucket: 0,
@@ -1077,6 +1087,7 @@ impl<'a> Sim<'a> {
         self.mode = ReclaimMode::Normal;
         self.blocked = false;
         self.last_kill_us = None;
+        self.lmkd = crate::android::Lmkd::new(&self.lmkd_props);
         self.psi_some = [0.0; PSI_BUCKETS];
         self.psi_full = [0.0; PSI_BUCKETS];
         self.psi_last_bucket = None;

@@ -19,6 +19,7 @@
 // Cells are parallel [chunk][bucket] arrays of several holders; index loops read clearer.
 #![allow(clippy::needless_range_loop)]
 
+use crate::android;
 use crate::catalog::{Cells, CHUNKS};
 use crate::engine::{cells_sum, Holder, Sim, PSI_BUCKETS};
 use crate::peers::{COLD, HOT, WARM};
@@ -735,10 +736,22 @@ impl Sim<'_> {
     // lmkd and the OOM killer
     // ------------------------------------------------------------------
 
-    /// oom_score_adj of every alive app, most recently used first: the
-    /// foreground (and launching) app 0, the previous app 700, other cached
-    /// apps 900 + rank (Android's ProcessList values).
+    /// oom_score_adj of every alive app, most recently used first, as
+    /// Android 15's ActivityManager gives them (`crate::android`): the
+    /// foreground (and launching) app 0; the previous app 700 for a minute
+    /// after it left the foreground; the other cached apps 900 + their LRU
+    /// rank. Under the simplified lmkd (every policy but `android15`) the
+    /// previous app keeps 700 however long.
     pub(crate) fn oom_adjs(&self) -> impl Iterator<Item = (usize, i32)> + '_ {
+        let simple = self.pol.def.kernel != KernelVariant::Android15;
+        // The previous app left the foreground when the foreground app
+        // came to it.
+        let left_ms = self
+            .fg
+            .or(self.launching)
+            .map(|f| self.now_us.saturating_sub(self.st[f].last_used_us) / 1000)
+            .unwrap_or(u64::MAX);
+        let am = &self.am_props;
         let mut rank = 0;
         self.lru
             .iter()
@@ -747,22 +760,121 @@ impl Sim<'_> {
             .map(move |&a| {
                 let fg = Some(a) == self.fg || Some(a) == self.launching;
                 let adj = if fg {
-                    0
-                } else if rank == 0 {
-                    rank += 1;
-                    700
+                    android::FOREGROUND_APP_ADJ
                 } else {
+                    let r = rank;
                     rank += 1;
-                    900 + rank.min(99)
+                    if simple {
+                        if r == 0 {
+                            android::PREVIOUS_APP_ADJ
+                        } else {
+                            android::CACHED_APP_MIN_ADJ + (r as i32).min(99)
+                        }
+                    } else {
+                        android::background_adj(r, left_ms, am)
+                    }
                 };
                 (a, adj)
             })
     }
 
-    /// lmkd's pressure: PSI "some" over 1 s with swap low, or PSI "full".
+    /// Whether the platform's killer may act without an allocation
+    /// blocking: lmkd polling or a PSI monitor about to fire (Android 15),
+    /// or the simplified lmkd's pressure.
     pub(crate) fn lmkd_pressure(&self) -> bool {
         let (some, full) = self.psi(10);
-        (some >= LMKD_PSI_SOME && self.swap_low()) || full >= LMKD_PSI_FULL
+        if self.pol.def.kernel != KernelVariant::Android15 {
+            return (some >= LMKD_PSI_SOME && self.swap_low()) || full >= LMKD_PSI_FULL;
+        }
+        let p = &self.lmkd_props;
+        self.lmkd.polling()
+            || some * 1000.0 >= p.psi_partial_stall_ms as f64
+            || full * 1000.0 >= p.psi_complete_stall_ms as f64
+    }
+
+    /// What lmkd reads at a wakeup (meminfo, vmstat, PSI), from the model.
+    fn lmkd_sample(&self) -> android::Sample {
+        let file = self.file_total;
+        // mm/vmscan.c `inactive_is_low`: the file LRU keeps inactive ×
+        // int_sqrt(10 × GiB) ≈ active (ratio 1 below 1 GiB).
+        let gib = (file * PAGE_BYTES) >> 30;
+        let ratio = if gib > 0 { (10 * gib).isqrt() } else { 1 };
+        android::Sample {
+            now_ms: self.now_us / 1000,
+            free: self.free_pages(),
+            wmark_min: self.min_pages(),
+            wmark_low: self.low_pages(),
+            wmark_high: self.dev.wmark_high_bytes / PAGE_BYTES,
+            swap_total: self.zram_cap + self.swap_cap,
+            swap_free: self.swap_room(),
+            inactive_file: file / (1 + ratio),
+            file_lru: file,
+            workingset_refault_file: self.counters.refault_file_pages,
+            pgscan_direct: self.counters.direct_reclaims,
+            pgscan_kswapd: self.counters.kswapd_steal_pages,
+            psi_full_avg10: self.psi(PSI_BUCKETS).1 * 100.0,
+        }
+    }
+
+    /// The background apps as lmkd sees them, with the app of each.
+    fn platform_procs(&self) -> (Vec<usize>, Vec<android::Proc>) {
+        self.oom_adjs()
+            .filter(|&(_, adj)| adj > android::FOREGROUND_APP_ADJ)
+            .map(|(a, adj)| {
+                let s = &self.st[a];
+                let p = android::Proc {
+                    adj,
+                    last_used_ms: s.last_used_us / 1000,
+                    rss: s.anon_res + s.sum[0] + s.other_file,
+                };
+                (a, p)
+            })
+            .unzip()
+    }
+
+    /// Kills app `a` for the platform (lmkd or ActivityManager) with no
+    /// allocation blocked; returns whether it died.
+    fn platform_kill(&mut self, a: usize, why: android::KillReason) -> bool {
+        let id = ProcId {
+            pid: self.st[a].pid,
+            start_time: self.st[a].start_ms,
+        };
+        if self.kill(id, Reason::KillLruByAdj).is_err() {
+            return false;
+        }
+        self.counters.kills_pressure += 1;
+        self.counters.kills_by_reason[why.index()] += 1;
+        true
+    }
+
+    /// Android 15's killers without a blocked allocation:
+    /// ActivityManager's cached-process limit, then one lmkd wakeup if one
+    /// is due (a PSI event, or a poll while polling).
+    fn android_kill_check(&mut self) {
+        let (apps, procs) = self.platform_procs();
+        for i in android::am_trim(&procs, &self.am_props) {
+            self.platform_kill(apps[i], android::KillReason::AmCachedLimit);
+        }
+        let now_ms = self.now_us / 1000;
+        let (some, full) = self.psi(10);
+        let props = self.lmkd_props.clone();
+        let level = self
+            .lmkd
+            .psi_event(&props, now_ms, some * 1000.0, full * 1000.0);
+        if !self.lmkd.due(level, now_ms) {
+            return;
+        }
+        let sample = self.lmkd_sample();
+        let order = self.lmkd.wakeup(&props, &sample, level);
+        let Some(order) = order else {
+            return;
+        };
+        let (apps, procs) = self.platform_procs();
+        if let Some(v) = android::find_victim(&procs, order.min_score_adj) {
+            if self.platform_kill(apps[v], order.reason) {
+                self.lmkd.killed(&props, order, now_ms);
+            }
+        }
     }
 
     /// The platform's killer: lmkd when the policy leaves killing to it,
@@ -770,7 +882,12 @@ impl Sim<'_> {
     pub(crate) fn kernel_kill_check(&mut self) {
         let forced = std::mem::take(&mut self.blocked) && self.last_kill_us != Some(self.now_us);
         let lmkd = self.pol.def.killer == KillerStrategy::Kernel;
+        let simple = self.pol.def.kernel != KernelVariant::Android15;
         let reason = if lmkd {
+            if !forced && !simple {
+                self.android_kill_check();
+                return;
+            }
             let settled = self
                 .last_kill_us
                 .is_none_or(|t| self.now_us.saturating_sub(t) >= LMKD_KILL_TIMEOUT_US);

@@ -11,7 +11,8 @@
 //! | [`policy`] | the policies by name, resolved through the core's registry |
 //! | [`engine`] | the device state and the event loop that drives the core's scheduler |
 //! | [`fleet`] | one call over a batch of users × policies on a device: per-user and per-launch rows (`--per-user`, the Python package) |
-//! | [`kernel`] | the kernel model (LRU, kswapd, direct reclaim, zram, swap, PSI, lmkd, OOM killer) |
+//! | [`android`] | stock Android 15's killers: lmkd's kill reasons and floors, ActivityManager's adj classes and cached-process limit (pure decisions) |
+//! | [`kernel`] | the kernel model (LRU, kswapd, direct reclaim, zram, swap, PSI, the platform killers, OOM killer) |
 //! | [`launch`] | the launch model (phases, reads, CPU, allocation, 5 ms steps) |
 //! | [`worker`] | the preload worker and the mechanism traits the scheduler acts through |
 //! | [`peers`] | kernel variants of other systems (Acclaim) |
@@ -21,6 +22,7 @@
 //! | [`output`] | table / JSON / CSV output, SVG plot and the paper's reported figures |
 //! | [`cli`] | `appflow sim` arguments and entry point |
 
+pub mod android;
 pub mod catalog;
 pub mod cli;
 pub mod devfile;

@@ -136,7 +136,10 @@ impl Sim<'_> {
         match self.pol.def.kernel {
             KernelVariant::Acclaim => high * ACCLAIM_BATCH_SCALE,
             KernelVariant::Refault => self.low_pages() + self.kswapd_batch_pages,
-            KernelVariant::Stock | KernelVariant::Pmr | KernelVariant::Ariadne => high,
+            KernelVariant::Stock
+            | KernelVariant::Android15
+            | KernelVariant::Pmr
+            | KernelVariant::Ariadne => high,
         }
     }
 

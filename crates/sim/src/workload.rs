@@ -724,6 +724,14 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
             "scheduler": c.kills.saturating_sub(c.kills_blocked + c.kills_pressure),
         }),
     );
+    // The platform's kills by Android 15 reason (lmkd's kill_reasons,
+    // ActivityManager's cached limit); only the reasons that fired.
+    let by_reason: serde_json::Map<String, Value> = crate::android::KillReason::ALL
+        .iter()
+        .filter(|r| c.kills_by_reason[r.index()] > 0)
+        .map(|r| (r.name().to_string(), json!(c.kills_by_reason[r.index()])))
+        .collect();
+    extra.insert("kills_by_android_reason".into(), Value::Object(by_reason));
     // The memory state the kills fired in: swap nearly full (lmkd's
     // swap_free_low_percentage), room in swap for the whole victim (a
     // page-out could have replaced the kill), a launch on, the preloader's

@@ -108,6 +108,12 @@ pub enum KernelVariant {
     /// `--kswapd-batch-kib`). On a real kernel the step is the watermark gap
     /// `vm.watermark_scale_factor` sets, no patch needed.
     Refault,
+    /// The stock kernel with Android 15's platform killers in place of the
+    /// simulator's simplified lmkd: lmkd's `mp_event_psi` kill reasons and
+    /// floors, ActivityManager's adj classes and cached-process limit
+    /// (the simulator's `android` module). A model of a phone's user space:
+    /// the testbed and the daemon run on the machine's own kernel.
+    Android15,
 }
 
 impl KernelVariant {
@@ -121,6 +127,7 @@ impl KernelVariant {
                 Some("Ariadne's hotness-aware zram with size-adaptive chunks")
             }
             KernelVariant::Refault => Some("a kswapd reclaim batch apart from the watermark gap"),
+            KernelVariant::Android15 => Some("Android 15's lmkd and ActivityManager, modelled"),
         }
     }
 }
@@ -206,6 +213,7 @@ macro_rules! registry {
 // One line per policy.
 registry!(
     stock,
+    android15,
     prefetch,
     acclaim,
     acclaim_prefetch,
