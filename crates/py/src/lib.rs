@@ -14,14 +14,14 @@ use appflow_core::InputError;
 use appflow_sim::catalog::{self, AppModel, AppSpec};
 use appflow_sim::fleet::{self, Batch, LaunchRow, UserRow, UserTrace};
 use appflow_sim::trace::{EventKind, TraceEvent};
-use appflow_sim::{devfile, device, engine::SimConfig, policy, population};
+use appflow_sim::{devfile, device, engine::SimConfig, policy, population, workload};
 use arrow_array::ffi_stream::{FFI_ArrowArrayStream, RecordBatchStreamReader};
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, RecordBatchIterator,
     RecordBatchReader, StringArray, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 use std::collections::HashMap;
@@ -338,8 +338,12 @@ impl Trace {
     #[staticmethod]
     fn from_csv(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
         let events = detached(py, move |_| {
-            appflow_sim::trace::TraceReader::open(&path, &catalog::catalogue())
-                .map(|r| r.into_events())
+            let events =
+                appflow_sim::trace::TraceReader::open(&path, &catalog::catalogue())?.into_events();
+            // The CLI's own check: a span past the simulator's clock, or a
+            // timestamp past Arrow's int64, is refused here, not replayed.
+            workload::check_trace_clock(&events)?;
+            Ok::<_, InputError>(events)
         })?
         .map_err(value_error)?;
         Ok(Trace {
@@ -377,7 +381,15 @@ impl Trace {
     fn _to_arrow_stream(&self) -> PyResult<ArrowStream> {
         let evs: Vec<&TraceEvent> = self.users.iter().flat_map(|u| u.events.iter()).collect();
         let user: Vec<&str> = evs.iter().map(|e| e.user.as_str()).collect();
-        let ts: Vec<i64> = evs.iter().map(|e| e.ts_ms as i64).collect();
+        // Every entry point ran `check_trace_clock`, which bounds
+        // timestamps by i64::MAX; a bad one is an error, never a wrap.
+        let ts: Vec<i64> = evs
+            .iter()
+            .map(|e| i64::try_from(e.ts_ms))
+            .collect::<Result<_, _>>()
+            .map_err(|_| {
+                PyRuntimeError::new_err("a timestamp past i64::MAX (a bug: please report it)")
+            })?;
         let app: Vec<&str> = evs.iter().map(|e| e.app.as_str()).collect();
         let ev: Vec<&str> = evs.iter().map(|e| kind_name(e.kind)).collect();
         stream(vec![
@@ -549,13 +561,47 @@ fn read_arrow(reader: RecordBatchStreamReader, source: &str) -> PyResult<Vec<Tra
     if out.is_empty() {
         return Err(value_error(format!("{source}: the trace has no events")));
     }
+    workload::check_trace_clock(&out).map_err(|e| value_error(format!("{source}: {e}")))?;
     Ok(out)
+}
+
+/// Bytes a generated event takes at the peak of [`generate_trace`]: the
+/// event (64 B) with its user and app strings (two small heap blocks,
+/// 64 B), the generator's vector grown by doubling (up to another 64 B of
+/// address space), the grouping by user (16 B) and the per-user copy
+/// (64 B) made before the first vector is freed. Measured: see
+/// `crates/py/tests/test_limits.py`.
+const GENERATED_EVENT_PEAK_BYTES: u64 = 288;
+/// Users and days of the sample [`estimate_events`] generates.
+const SAMPLE_USERS: usize = 64;
+const SAMPLE_DAYS: u64 = 7;
+
+/// Events `generate_trace(users, days, ...)` would make, estimated before
+/// generating anything: the first users over the first days (the same
+/// seed and population, so the same draws) scaled to the request, plus a
+/// quarter for the spread between users. Exact for small requests.
+fn estimate_events(
+    users: usize,
+    days: u64,
+    apps: usize,
+    seed: u64,
+    pop: &population::Population,
+) -> Result<u64, InputError> {
+    let (k, d) = (users.min(SAMPLE_USERS), days.min(SAMPLE_DAYS));
+    let (sample, _, _) = population::generate(&catalog::catalogue(), k, d, apps, seed, pop)?;
+    if (k, d) == (users, days) {
+        return Ok(sample.len() as u64);
+    }
+    let per_user_day = sample.len() as f64 / (k as f64 * d as f64);
+    Ok((per_user_day * users as f64 * days as f64 * 1.25).ceil() as u64)
 }
 
 /// Generates a trace of `users` users from a population (docs/sim.md "A
 /// user population"): the generator of `appflow sim --generate-trace`.
+/// With `max_bytes`, a request whose estimated peak memory exceeds it
+/// raises `MemoryError` before anything big is allocated.
 #[pyfunction]
-#[pyo3(signature = (users=1, days=30, apps=60, seed=1, population="mixed"))]
+#[pyo3(signature = (users=1, days=30, apps=60, seed=1, population="mixed", max_bytes=None))]
 fn generate_trace(
     py: Python<'_>,
     users: usize,
@@ -563,15 +609,35 @@ fn generate_trace(
     apps: usize,
     seed: u64,
     population: &str,
+    max_bytes: Option<u64>,
 ) -> PyResult<Trace> {
     let pop = population::Population::parse(population).map_err(value_error)?;
-    let events = detached(py, move |_| {
-        population::generate(&catalog::catalogue(), users, days, apps, seed, &pop)
-            .map(|(e, _, _)| e)
+    if let Some(budget) = max_bytes {
+        let p = pop.clone();
+        let events = detached(py, move |_| estimate_events(users, days, apps, seed, &p))?
+            .map_err(value_error)?;
+        let need = events.saturating_mul(GENERATED_EVENT_PEAK_BYTES);
+        if need > budget {
+            let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+            return Err(PyMemoryError::new_err(format!(
+                "generate_trace(users={users}, days={days}): about {events} events, \
+                 {:.1} GiB at the peak ({GENERATED_EVENT_PEAK_BYTES} bytes an event), \
+                 more than the {:.1} GiB this process may still allocate; \
+                 generate fewer users or days per call (the trace is held in memory)",
+                gib(need),
+                gib(budget)
+            )));
+        }
+    }
+    let users = detached(py, move |_| {
+        let (events, _, _) =
+            population::generate(&catalog::catalogue(), users, days, apps, seed, &pop)?;
+        workload::check_trace_clock(&events)?;
+        Ok::<_, InputError>(fleet::split_users(events))
     })?
     .map_err(value_error)?;
     Ok(Trace {
-        users: Arc::new(fleet::split_users(events)),
+        users: Arc::new(users),
     })
 }
 
@@ -685,6 +751,9 @@ fn run_scenario(
     Ok(appflow_sim::output::json(&report))
 }
 
+/// Most days a generated trace may span (`population::generate`'s bound).
+const MAX_DAYS: u64 = 100;
+
 /// Device preset names.
 #[pyfunction]
 fn devices() -> Vec<String> {
@@ -742,5 +811,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(devices, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(catalogue, m)?)?;
+    m.add("MAX_USERS", population::MAX_USERS)?;
+    m.add("MAX_DAYS", MAX_DAYS)?;
+    let cat = catalog::catalogue();
+    let core = cat
+        .iter()
+        .filter(|a| a.class != catalog::AppClass::Tail)
+        .count();
+    m.add("APPS_RANGE", (core.max(1), cat.len()))?;
     Ok(())
 }

@@ -61,9 +61,9 @@ def test_wrong_source_format_is_named():
 def test_bad_population_and_generator_bounds():
     with pytest.raises(ValueError, match=r"--population: unknown population \"crowd\".*gb-heavy"):
         af.generate_trace(users=2, population="crowd")
-    with pytest.raises(ValueError, match="--days must be 1-100"):
+    with pytest.raises(ValueError, match="days: expected an integer from 1 to 100, got 0"):
         af.generate_trace(days=0)
-    with pytest.raises(ValueError, match="--users must be"):
+    with pytest.raises(ValueError, match="users: expected an integer from 1 to 100000, got 0"):
         af.generate_trace(users=0)
 
 

@@ -68,3 +68,64 @@ def test_generic_csv():
     with pytest.raises(ValueError, match="time_unit"):
         convert.generic_csv(os.path.join(DATA, "generic.csv"), user="person", timestamp="time_s",
                             app="application", time_unit="days")
+
+
+LSAPP_SHIPPED = os.path.join(DATA, "lsapp.tsv.gz")  # a gzip'd tar holding lsapp.tsv, as LSApp ships it
+
+
+def test_lsapp_accepts_every_documented_event_type_broken_included():
+    """LSApp's README documents Opened, Closed, User Interaction and Broken."""
+    assert set(convert.LSAPP_EVENTS) == {"Opened", "Closed", "User Interaction", "Broken"}
+    tr = convert.lsapp(LSAPP_SHIPPED, verbose=False)
+    r = rows(tr)
+    # Broken ends the app's session: a close, at the Broken row's time.
+    pubg = [(ts, e) for _, ts, a, e in r if a == "PUBG"]
+    assert pubg == [(1516082521000, "open"), (1516083030000, "close")]
+    assert ("1", 1516191600000, "TikTok", "close") in r
+    # User Interaction rows are dropped: the app is already in front.
+    assert len(r) == 14
+
+
+def test_lsapp_reads_the_shipped_tar_gz_and_reports_coverage(capsys):
+    tr = convert.lsapp(LSAPP_SHIPPED)
+    cov = tr.coverage
+    assert cov is not None
+    assert (cov.rows_in, cov.mapped, cov.stand_ins, cov.dropped, cov.users) == (17, 10, 4, 3, 3)
+    assert cov.dropped_by == {"User Interaction": 3}
+    assert (cov.apps_mapped, cov.apps_stand_in, cov.apps_dropped) == (5, 2, 0)
+    assert tr.users == ["0", "1", "2"]
+    # Printed (to stderr), one line a reader can check.
+    err = capsys.readouterr().err
+    assert err.strip() == str(cov)
+    assert "17 rows in: 10 mapped to catalogue apps (5 apps), 4 to stand-ins (2 apps), 3 dropped (User Interaction 3); 3 users" in err
+    # Dropping the unmapped apps moves their rows to dropped, with the reason.
+    cov = convert.lsapp(LSAPP_SHIPPED, unmapped="drop", verbose=False).coverage
+    assert (cov.mapped, cov.stand_ins, cov.dropped) == (10, 0, 7)
+    assert cov.dropped_by == {"User Interaction": 3, "unmapped app": 4}
+    # The plain TSV inside reads the same.
+    assert af.table_hash(convert.lsapp(os.path.join(DATA, "lsapp_tiny.tsv"), verbose=False).to_arrow())
+
+
+def test_a_wrong_file_in_a_tar_names_it_without_binary_noise():
+    with pytest.raises(ValueError) as e:
+        convert.studentlife(LSAPP_SHIPPED)
+    msg = str(e.value)
+    # The table inside the archive is read (its header named), not the tar's bytes.
+    assert "lsapp.tsv.gz: not a StudentLife running_app file: no column 'timestamp'" in msg
+    assert "user_id\\tsession_id" in msg
+    assert "\x00" not in msg and "ustar" not in msg
+
+
+def test_studentlife_and_generic_csv_report_coverage():
+    cov = convert.studentlife(os.path.join(DATA, "running_app_u00.csv"), verbose=False).coverage
+    assert cov is not None and cov.users == 1
+    assert cov.rows_in == cov.mapped + cov.stand_ins + cov.dropped
+    assert (cov.mapped, cov.stand_ins) == (4, 1)
+    assert cov.dropped_by["background task of a snapshot"] > 0
+    cov = convert.generic_csv(
+        os.path.join(DATA, "generic.csv"), user="person", timestamp="time_s", app="application",
+        event="action", time_unit="s", verbose=False,
+    ).coverage
+    assert cov is not None
+    assert (cov.rows_in, cov.dropped_by["event neither open nor close"], cov.users) == (7, 1, 2)
+    assert cov.rows_in == cov.mapped + cov.stand_ins + cov.dropped

@@ -537,9 +537,16 @@ pub fn run_policy(
 /// u64::MAX ms does not, and is refused instead of replayed for ever.
 pub const MAX_REPLAY_US: u64 = u64::MAX / 2;
 
+/// The latest timestamp a trace may hold, Unix ms: `i64::MAX`, so that
+/// every timestamp survives a trip through an Arrow int64 column (the
+/// Python package's tables, Parquet, pandas) unchanged.
+pub const MAX_TRACE_TS_MS: u64 = i64::MAX as u64;
+
 /// Refuses a trace whose replay would not fit the simulator's clock
-/// ([`MAX_REPLAY_US`]) or whose user goes back in time (the replay counts
-/// time forward from each user's first event). One pass, no replay.
+/// ([`MAX_REPLAY_US`]), whose user goes back in time (the replay counts
+/// time forward from each user's first event), or with a timestamp past
+/// [`MAX_TRACE_TS_MS`]. One pass, no replay. The CLI's trace workload and
+/// the Python package's traces both call it.
 pub fn check_trace_clock(events: &[TraceEvent]) -> Result<(), InputError> {
     let mut last_of: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
     // The sum of the users' spans, counted as each user's clock moves on.
@@ -571,6 +578,13 @@ pub fn check_trace_clock(events: &[TraceEvent]) -> Result<(), InputError> {
                 )))
             }
         };
+        if e.ts_ms > MAX_TRACE_TS_MS {
+            return Err(InputError::new(format!(
+                "trace: user {:?}'s timestamp {} ms is past the latest a trace may hold \
+                 ({MAX_TRACE_TS_MS} ms, the largest Arrow int64): timestamps are Unix milliseconds",
+                e.user, e.ts_ms
+            )));
+        }
     }
     Ok(())
 }

@@ -589,6 +589,10 @@ fn trace_workload_refuses_spans_beyond_the_clock() {
     let e = resolve(vec![ev("a", 5), ev("a", 4)]).unwrap_err();
     assert!(e.to_string().contains("back in time"), "{e}");
     resolve(vec![ev("a", 0), ev("a", workload::MAX_REPLAY_US / 1000)]).unwrap();
+    // One event: no span, but a timestamp past Arrow's int64 is refused.
+    let e = resolve(vec![ev("u", u64::MAX)]).unwrap_err();
+    assert!(e.to_string().contains("largest Arrow int64"), "{e}");
+    resolve(vec![ev("u", workload::MAX_TRACE_TS_MS)]).unwrap();
 }
 
 /// `--generate-trace` with `--users` / `--population` writes a trace the

@@ -36,8 +36,17 @@ class Trace:
     def select(self, positions: list[int]) -> Trace: ...
     def __len__(self) -> int: ...
 
+MAX_USERS: int
+MAX_DAYS: int
+APPS_RANGE: tuple[int, int]
+
 def generate_trace(
-    users: int = 1, days: int = 30, apps: int = 60, seed: int = 1, population: str = "mixed"
+    users: int = 1,
+    days: int = 30,
+    apps: int = 60,
+    seed: int = 1,
+    population: str = "mixed",
+    max_bytes: Optional[int] = None,
 ) -> Trace: ...
 def simulate(
     trace: Trace, device: Device, policies: str, seed: int = 1, threads: int = 0, launches: bool = False

@@ -17,16 +17,17 @@ finish. ``ray.init()`` starts a local Ray unless one is running;
 """
 from __future__ import annotations
 
+import numbers
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Sequence, Union
+from typing import Any, Sequence, Union
 
 import pyarrow as pa
 
-from . import Device, PolicyList, Trace, _policy_list, simulate
+from . import Device, PolicyList, Trace, _device, _float_arg, _int_arg, _policy_list, _seed, _str_arg, simulate
 
 BACKENDS = ("serial", "threads", "ray")
 
@@ -40,8 +41,13 @@ class _Unit:
     end_user: int
 
 
-def _as_list(x, one):
-    return [x] if isinstance(x, one) else list(x)
+def _as_list(name: str, x: Any, one: Union[type, tuple[type, ...]]) -> list[Any]:
+    if isinstance(x, one):
+        return [x]
+    try:
+        return list(x)
+    except TypeError:
+        raise ValueError(f"{name}: expected one or a list, got {type(x).__name__} {x!r}") from None
 
 
 def _chunks(trace: Trace, users_per_chunk: int) -> list[tuple[int, int]]:
@@ -72,7 +78,9 @@ def _run_unit(trace: Trace, device: Device, policies: str, seed: int, lo: int, h
     return simulate(trace.select(range(lo, hi)), device, policies, seed=seed, threads=1).summary
 
 
-def _ray_unit(table: pa.Table, row_lo: int, row_hi: int, source: tuple, policies: str, seed: int) -> pa.Table:
+def _ray_unit(
+    table: pa.Table, row_lo: int, row_hi: int, source: tuple[str, str], policies: str, seed: int
+) -> pa.Table:
     # Runs in a Ray worker: the trace table comes zero-copy from the object store.
     kind, value = source
     device = Device.preset(value) if kind == "preset" else Device.from_toml(value)
@@ -97,48 +105,52 @@ def sweep(
     threads, 0 = one per core; the GIL is released while they simulate) or
     ``"ray"`` (Ray Core tasks). ``users_per_task`` fixes the chunk size;
     0 sizes chunks to at least ``min_task_seconds`` of work each."""
+    _str_arg("backend", backend)
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; valid backends: {', '.join(BACKENDS)}")
-    traces = _as_list(traces, Trace)
-    if not traces or not all(isinstance(t, Trace) for t in traces):
+    trace_list: list[Trace] = _as_list("traces", traces, Trace)
+    if not trace_list or not all(isinstance(t, Trace) for t in trace_list):
         raise ValueError("traces: expected an appflow_sim.Trace or a non-empty list of them")
-    devs = [d if isinstance(d, Device) else Device.preset(d) for d in _as_list(devices, (Device, str))]
+    devs = [_device(d, "devices") for d in _as_list("devices", devices, (Device, str))]
     if not devs:
         raise ValueError("devices: expected at least one device")
-    seeds = _as_list(seeds, int)
-    if not seeds:
+    seed_list = [_seed("seeds", s) for s in _as_list("seeds", seeds, numbers.Integral)]
+    if not seed_list:
         raise ValueError("seeds: expected at least one seed")
+    workers = _int_arg("workers", workers, 0, None, " (0: one per core)")
+    min_task_seconds = _float_arg("min_task_seconds", min_task_seconds, 0.0)
+    users_per_task = _int_arg("users_per_task", users_per_task, 0, None, " (0: sized by min_task_seconds)")
     pols = _policy_list(policies)
     # Validate names once, here, before any worker starts (ValueError).
-    simulate(traces[0].select([0]), devs[0], pols, seed=seeds[0], threads=1)
+    simulate(trace_list[0].select([0]), devs[0], pols, seed=seed_list[0], threads=1)
 
     units: list[_Unit] = []
-    for ti, tr in enumerate(traces):
+    for ti, tr in enumerate(trace_list):
         if users_per_task > 0:
             per = users_per_task
         elif backend == "serial":
             per = len(tr)
         else:
-            per = _users_per_chunk(tr, devs[0], pols, seeds[0], min_task_seconds)
+            per = _users_per_chunk(tr, devs[0], pols, seed_list[0], min_task_seconds)
         for di in range(len(devs)):
-            for seed in seeds:
+            for seed in seed_list:
                 for lo, hi in _chunks(tr, per):
                     units.append(_Unit(ti, di, seed, lo, hi))
 
     if backend == "serial":
         tables = [
-            _run_unit(traces[u.trace], devs[u.device], pols, u.seed, u.first_user, u.end_user) for u in units
+            _run_unit(trace_list[u.trace], devs[u.device], pols, u.seed, u.first_user, u.end_user) for u in units
         ]
     elif backend == "threads":
         n = workers or os.cpu_count() or 1
         with ThreadPoolExecutor(max_workers=n) as pool:
             futures = [
-                pool.submit(_run_unit, traces[u.trace], devs[u.device], pols, u.seed, u.first_user, u.end_user)
+                pool.submit(_run_unit, trace_list[u.trace], devs[u.device], pols, u.seed, u.first_user, u.end_user)
                 for u in units
             ]
             tables = [f.result() for f in futures]
     else:
-        tables = _sweep_ray(traces, devs, pols, units)
+        tables = _sweep_ray(trace_list, devs, pols, units)
     return pa.concat_tables([_with_trace_column(t, u.trace) for t, u in zip(tables, units)])
 
 
@@ -156,14 +168,14 @@ def _sweep_ray(traces: list[Trace], devs: list[Device], pols: str, units: list[_
     # Each trace into the object store once; tasks slice it (zero-copy).
     refs = [ray.put(t.to_arrow()) for t in traces]
     starts = [[0, *accumulate(t.events_per_user)] for t in traces]
-    pending = {}
+    pending: dict[Any, int] = {}
     for i, u in enumerate(units):
         s = starts[u.trace]
         ref = task.remote(
             refs[u.trace], s[u.first_user], s[u.end_user], devs[u.device].source, pols, u.seed
         )
         pending[ref] = i
-    out: list = [None] * len(units)
+    out: list[pa.Table] = [None] * len(units)
     waiting = list(pending)
     while waiting:
         ready, waiting = ray.wait(waiting, num_returns=1)
