@@ -337,6 +337,7 @@ row seed=3 | **3** | {$A.kills} | n/a |
         self.assertEqual(rr.field(f"sum(diff({k}, {a})):+.0f", doc, "t", src), "+18")
         self.assertEqual(rr.field(f"max(ratio({k}, {a})):.2f", doc, "t", src), "1.44")
         self.assertEqual(rr.field("min(@sim/high-seed<3,1>:wall_s, 9)", doc, "t", src), "1.5")
+        self.assertEqual(rr.field("max(match(@sim/high-seed<1..3>:date, '(\\d+)-11')):.0f", doc, "t", src), "2026")
         self.assertEqual(rr.expand("a<x,y>-<1..2>"), ["ax-1", "ax-2", "ay-1", "ay-2"])
         with self.assertRaises(rr.InputErr):
             rr.field(f"ratio({k}, @sim/high-seed<1..2>:wall_s)", doc, "t", src)
