@@ -327,6 +327,22 @@ row seed=3 | **3** | {$A.kills} | n/a |
         self.assertEqual(code, 2)
         self.assertIn("rows table", err)
 
+    def test_a_rows_spec_may_live_in_a_file_beside_the_page(self):
+        self.seeds()
+        os.makedirs(os.path.join(self.repo.top, "docs", "tables"))
+        self.repo.write("docs/tables/x.rows", "[other]\nrow\n[seeds]\nfile sim/high-seed$s\n"
+                        "| seed | kills |\n|---|---|\n| $s | {output.results[policy=appflow].summary.kills} |\n"
+                        "row s=<1..3>\n")
+        self.repo.write("docs/x.md", "# Runs\n\n<!-- results:seeds rows\nspec tables/x.rows\n-->\n<!-- /results -->\n")
+        code, err = self.repo.run()
+        self.assertEqual(code, 0, err)
+        self.assertIn("| [3](../results/sim/high-seed3.json) | 23 |\n<!-- /results -->", self.repo.read("docs/x.md"))
+        self.assertEqual(self.repo.run("--check")[0], 0)
+        self.repo.write("docs/x.md", "<!-- results:nope rows\nspec tables/x.rows\n-->\n<!-- /results -->\n")
+        code, err = self.repo.run("--check")
+        self.assertEqual(code, 2)
+        self.assertIn("no [nope] in docs/tables/x.rows", err)
+
     def test_alternations_read_many_files_element_by_element(self):
         self.seeds()
         doc = json.loads(json.dumps(RESULT))
