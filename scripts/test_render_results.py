@@ -343,6 +343,16 @@ row seed=3 | **3** | {$A.kills} | n/a |
         self.assertEqual(code, 2)
         self.assertIn("no [nope] in docs/tables/x.rows", err)
 
+    def test_add_appends_to_a_spec_kept_in_a_file(self):
+        os.makedirs(os.path.join(self.repo.top, "docs", "tables"))
+        self.repo.write("docs/tables/r.rows", "[core]\n| wall | sim/high | {wall_s} s |\n[other]\n")
+        self.repo.write("README.md", "# T\n\n<!-- results:core\nspec docs/tables/r.rows\n-->\n<!-- /results -->\n")
+        code, err = self.repo.run("--add", "core", "cpu", "sim/high", "{cpu_s} s")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.repo.read("docs/tables/r.rows"),
+                         "[core]\n| wall | sim/high | {wall_s} s |\n| cpu | sim/high | {cpu_s} s |\n[other]\n")
+        self.assertIn("| [cpu](results/sim/high.json) | 1.4 s |", self.repo.read("README.md"))
+
     def test_alternations_read_many_files_element_by_element(self):
         self.seeds()
         doc = json.loads(json.dumps(RESULT))
