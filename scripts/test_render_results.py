@@ -45,6 +45,9 @@ RESULT = {
     ]},
 }
 
+# A page's prose, so that its template stays under a third of it.
+PROSE = "\nThe prose a reader reads, between the figures. " * 24
+
 TABLE = """# Title
 
 <!-- results:sim
@@ -53,7 +56,7 @@ TABLE = """# Title
 <!-- /results -->
 
 Kills rose to <!-- result:sim/high {output.results[policy=appflow].summary.kills} -->?<!-- /result -->.
-"""
+""" + PROSE
 
 
 class Repo:
@@ -229,7 +232,7 @@ class RenderTest(unittest.TestCase):
         self.repo.write("README.md", self.repo.read("README.md") + "\nappflow was 0.55× stock.\n")
         code, err = self.repo.run("--check")
         self.assertEqual(code, 1, err)
-        self.assertIn("README.md:13: '0.55×'", err)
+        self.assertIn(f"README.md:{13 + PROSE.count(chr(10))}: '0.55×'", err)
         self.repo.write("README.md", TABLE)
         self.repo.run()
         self.repo.write("docs/design.md", "<!-- figures: traced -->\nA launch took 3,430 ms.\n")
@@ -262,6 +265,108 @@ class RenderTest(unittest.TestCase):
                                  "render-results: docs/part.md:20: '2 s'"], err)
         self.assertEqual(rr.strict_lines("docs/x.md", "<!-- figures: traced -->\n# T\n## S"), {1, 2, 3})
         self.assertEqual(rr.strict_lines("docs/x.md", "# T\n## S\n"), set())
+
+    def test_a_page_over_a_third_template_fails_the_check(self):
+        self.repo.write("docs/x.md", TABLE.replace(PROSE, ""))
+        self.repo.run()
+        code, err = self.repo.run("--check")
+        self.assertEqual(code, 1, err)
+        self.assertIn("docs/x.md", err)
+        self.assertIn("template, over a third", err)
+        # The same figures with prose around them pass.
+        self.repo.write("docs/x.md", TABLE)
+        self.repo.run()
+        self.assertEqual(self.repo.run("--check")[0], 0)
+        # A spec shown in a code block is an example, not template.
+        self.assertEqual(rr.template_bytes("```\n" + TABLE.replace(PROSE, "") + "```\n"), 0)
+        self.assertGreater(rr.template_bytes(TABLE), 0)
+
+    def seeds(self):
+        for seed in (1, 2, 3):
+            doc = json.loads(json.dumps(RESULT))
+            doc["output"]["results"][1]["summary"]["kills"] = 20 + seed
+            self.repo.result(f"sim/high-seed{seed}", doc)
+
+    def test_a_rows_table_fills_one_template_per_row(self):
+        self.seeds()
+        self.repo.write("docs/x.md", """# Runs
+
+<!-- results:seeds rows
+file sim/high-seed$seed
+set A = output.results[policy=appflow].summary
+| seed | kills | vs android |
+|---|---|---|
+| $seed | {$A.kills} | {diff($A.kills, output.results[policy=android].summary.kills):+.0f} |
+row seed=<1..2>
+row seed=3 | **3** | {$A.kills} | n/a |
+-->
+<!-- /results -->
+""" + PROSE)
+        code, err = self.repo.run()
+        self.assertEqual(code, 0, err)
+        text = self.repo.read("docs/x.md")
+        self.assertIn("-->\n| seed | kills | vs android |\n|---|---|---|\n"
+                      "| [1](../results/sim/high-seed1.json) | 21 | +5 |\n"
+                      "| [2](../results/sim/high-seed2.json) | 22 | +6 |\n"
+                      "| [**3**](../results/sim/high-seed3.json) | 23 | n/a |\n<!-- /results -->", text)
+        self.assertEqual(self.repo.run("--check")[0], 0)
+        # A new run behind one file re-renders its row only.
+        doc = json.loads(json.dumps(RESULT))
+        doc["output"]["results"][1]["summary"]["kills"] = 30
+        self.repo.result("sim/high-seed2", doc)
+        self.assertEqual(self.repo.run("--check")[0], 1)
+        self.repo.run()
+        self.assertIn("| [2](../results/sim/high-seed2.json) | 30 | +14 |", self.repo.read("docs/x.md"))
+        # A name not set is bad input; --add refuses a rows table.
+        self.repo.write("docs/x.md", text.replace("{$A.kills} |", "{$B.kills} |", 1))
+        code, err = self.repo.run("--check")
+        self.assertEqual(code, 2)
+        self.assertIn("$B is not set", err)
+        self.repo.write("docs/x.md", text)
+        code, err = self.repo.run("--add", "seeds", "x", "sim/high", "{wall_s}")
+        self.assertEqual(code, 2)
+        self.assertIn("rows table", err)
+
+    def test_a_rows_spec_may_live_in_a_file_beside_the_page(self):
+        self.seeds()
+        os.makedirs(os.path.join(self.repo.top, "docs", "tables"))
+        self.repo.write("docs/tables/x.rows", "[other]\nrow\n[seeds]\nfile sim/high-seed$s\n"
+                        "| seed | kills |\n|---|---|\n| $s | {output.results[policy=appflow].summary.kills} |\n"
+                        "row s=<1..3>\n")
+        self.repo.write("docs/x.md", "# Runs\n\n<!-- results:seeds rows\nspec tables/x.rows\n-->\n<!-- /results -->\n")
+        code, err = self.repo.run()
+        self.assertEqual(code, 0, err)
+        self.assertIn("| [3](../results/sim/high-seed3.json) | 23 |\n<!-- /results -->", self.repo.read("docs/x.md"))
+        self.assertEqual(self.repo.run("--check")[0], 0)
+        self.repo.write("docs/x.md", "<!-- results:nope rows\nspec tables/x.rows\n-->\n<!-- /results -->\n")
+        code, err = self.repo.run("--check")
+        self.assertEqual(code, 2)
+        self.assertIn("no [nope] in docs/tables/x.rows", err)
+
+    def test_add_appends_to_a_spec_kept_in_a_file(self):
+        os.makedirs(os.path.join(self.repo.top, "docs", "tables"))
+        self.repo.write("docs/tables/r.rows", "[core]\n| wall | sim/high | {wall_s} s |\n[other]\n")
+        self.repo.write("README.md", "# T\n\n<!-- results:core\nspec docs/tables/r.rows\n-->\n<!-- /results -->\n")
+        code, err = self.repo.run("--add", "core", "cpu", "sim/high", "{cpu_s} s")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.repo.read("docs/tables/r.rows"),
+                         "[core]\n| wall | sim/high | {wall_s} s |\n| cpu | sim/high | {cpu_s} s |\n[other]\n")
+        self.assertIn("| [cpu](results/sim/high.json) | 1.4 s |", self.repo.read("README.md"))
+
+    def test_alternations_read_many_files_element_by_element(self):
+        self.seeds()
+        doc = json.loads(json.dumps(RESULT))
+        k = "@sim/high-seed<1..3>:output.results[policy=appflow].summary.kills"
+        self.assertEqual(rr.evaluate(k, doc, rr.Source(self.repo.top)), [21, 22, 23])
+        src = rr.Source(self.repo.top)
+        a = "@sim/high-seed<1..3>:output.results[policy=android].summary.kills"
+        self.assertEqual(rr.field(f"sum(diff({k}, {a})):+.0f", doc, "t", src), "+18")
+        self.assertEqual(rr.field(f"max(ratio({k}, {a})):.2f", doc, "t", src), "1.44")
+        self.assertEqual(rr.field("min(@sim/high-seed<3,1>:wall_s, 9)", doc, "t", src), "1.5")
+        self.assertEqual(rr.field("max(match(@sim/high-seed<1..3>:date, '(\\d+)-11')):.0f", doc, "t", src), "2026")
+        self.assertEqual(rr.expand("a<x,y>-<1..2>"), ["ax-1", "ax-2", "ay-1", "ay-2"])
+        with self.assertRaises(rr.InputErr):
+            rr.field(f"ratio({k}, @sim/high-seed<1..2>:wall_s)", doc, "t", src)
 
     def test_functions_and_wildcards(self):
         doc = {"output": {"r": [{"v": 1.0}, {"v": 4.0}, {"v": 2.0}]}}
