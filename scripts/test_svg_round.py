@@ -30,6 +30,11 @@ class SvgRound(unittest.TestCase):
         d = 'd="M 0 0 Q 1.2345 2 3 4 z"'
         self.assertEqual(sr.compact(d), 'd="M 0 0 Q 1.23 2 3 4 z"')
 
+    def test_undrawn_parts_dropped(self):
+        svg = ('<svg>\n <metadata>\n  <rdf:RDF/>\n </metadata>\n <g>\n  <!-- $0$ -->\n'
+               '  <path d="M 0 1 \nL 0 2 \nz\n"/>\n </g>\n</svg>')
+        self.assertEqual(sr.compact(svg), '<svg>\n<g>\n<path d="M 0 1 V 2 z"/>\n</g>\n</svg>')
+
     def test_idempotent(self):
         d = 'd="M 1.0 2.0 L 1.0 3.004 L 4.5 3.004"'
         self.assertEqual(sr.compact(sr.compact(d)), sr.compact(d))
