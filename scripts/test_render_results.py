@@ -353,6 +353,22 @@ row seed=3 | **3** | {$A.kills} | n/a |
                          "[core]\n| wall | sim/high | {wall_s} s |\n| cpu | sim/high | {cpu_s} s |\n[other]\n")
         self.assertIn("| [cpu](results/sim/high.json) | 1.4 s |", self.repo.read("README.md"))
 
+    def test_set_names_a_text_for_the_spec_lines_below_it(self):
+        os.makedirs(os.path.join(self.repo.top, "docs", "tables"))
+        self.repo.write("docs/tables/r.rows",
+                        "[core]\nset P = output.results[policy=$p].summary\nset p = android\n"
+                        "| android | sim/high | {$P.kills} kills |\nset p = appflow\n"
+                        "| appflow | sim/high | {$P.kills} kills |\n| typo | sim/high | {$Q.kills} |\n")
+        self.repo.write("README.md", "# T\n\n<!-- results:core\nspec docs/tables/r.rows\n-->\n<!-- /results -->\n")
+        code, err = self.repo.run()
+        self.assertEqual(code, 2)
+        self.assertIn("$Q is not set", err)
+        self.repo.write("docs/tables/r.rows", self.repo.read("docs/tables/r.rows").replace("| typo | sim/high | {$Q.kills} |\n", ""))
+        code, err = self.repo.run()
+        self.assertEqual(code, 0, err)
+        self.assertIn("| [android](results/sim/high.json) | 16 kills |", self.repo.read("README.md"))
+        self.assertIn("| [appflow](results/sim/high.json) | 21 kills |", self.repo.read("README.md"))
+
     def test_alternations_read_many_files_element_by_element(self):
         self.seeds()
         doc = json.loads(json.dumps(RESULT))
