@@ -244,7 +244,10 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
          # CPU: every leaf of the domain (each app, the daemon with its preload worker) runs on one phone\n\
          # core, a CPU budget calibrated so that anonymous reclaim runs no faster than the device's\n\
          # (extra.testbed.cpu_budget); so no cpu_budget_cores: the daemon's page-out (PMR, rebalancing)\n\
-         # does not share the launch's core.\n",
+         # does not share the launch's core.\n\
+         # serial_io: the flash model serves one request at a time (queue depth {}) and the preload\n\
+         # worker's idle-class requests wait while a foreground one is in service, so the worker\n\
+         # streams only while the launching app has no read on the device (docs/bench-design.md).\n",
         d.preset.name,
         d.scale,
         if measured.stock_zram_ratio.is_some() {
@@ -308,6 +311,7 @@ fn header(o: &BenchOptions, measured: &Measured) -> String {
             ),
             None => "no stock session measured it; the kernel's behaviour is assumed".into(),
         },
+        d.preset.flash.queue_depth,
     );
     if !measured.calibration.is_empty() {
         t.push_str(
@@ -395,6 +399,11 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
         // The daemon runs on a phone core of its own (its own cpu leaf), so
         // its page-out does not share the launch's.
         cpu_budget_cores: None,
+        // The flash model serves one request at a time, and the worker's
+        // idle-class requests enter it only while no foreground request
+        // waits or is in service (docs/bench-design.md, "Storage"): the
+        // worker streams only while the app is off the device.
+        serial_io: Some(p.flash.queue_depth <= 1),
         preload_budget_mib: Some(mib(d.preload_budget_bytes)),
         storage: Some(StorageSection {
             read_mib_per_sec: None,

@@ -36,6 +36,8 @@
 //! readahead_mib_per_sec = 770   # their rate, if not the curve's at readahead_kib
 //! reclaim_cache_first = true    # reclaim drops page cache before anon (default false: proportional)
 //! cpu_budget_cores = 1.0        # cores the launch shares with the daemon's page-out (default: none shared)
+//! serial_io = true              # one request in service at a time; the worker's idle-class reads wait
+//!                               #  for the app's (default false: the large-block rate is shared)
 //! preload_budget_mib = 25       # M_p (default: the core's 100 MB; --preload-budget-mb wins)
 //! [device.storage]              # optional: either bandwidth + IOPS caps ...
 //! read_mib_per_sec = 400
@@ -144,6 +146,9 @@ pub struct DeviceSection {
     pub reclaim_cache_first: Option<bool>,
     /// Cores the launching app shares with the daemon's own work.
     pub cpu_budget_cores: Option<f64>,
+    /// The storage serves one request at a time and idle-class reads wait
+    /// for the foreground's (default false: capacity shared).
+    pub serial_io: Option<bool>,
     /// Preload budget M_p, MiB.
     pub preload_budget_mib: Option<f64>,
     /// Storage read curve.
@@ -501,6 +506,7 @@ pub fn device(f: &DeviceFile, file: &str) -> Result<LoadedDevice, InputError> {
             None => base.cpu_budget_cores,
             Some(c) => Some(pos("device.cpu_budget_cores", Some(c), 1.0, 64.0)?),
         },
+        serial_io: s.serial_io.unwrap_or(base.serial_io),
     };
     Ok(LoadedDevice {
         device,

@@ -89,6 +89,15 @@ pub struct Device {
     /// testbed's cpu cgroup, where the daemon runs in the domain's CPU
     /// budget. None: the daemon's work runs on cores of its own (a phone).
     pub cpu_budget_cores: Option<f64>,
+    /// The storage serves one request at a time, and an idle-class request
+    /// (the preload worker's) waits while a foreground one is in service:
+    /// the testbed's device (queue depth 1, idle I/O yields to the
+    /// foreground; docs/bench-design.md, "Storage"). The worker then reads
+    /// only in the time the launching app has no read in service. False:
+    /// the device's capacity is its large-block rate, shared by all
+    /// readers, so the app's small reads leave capacity idle for the
+    /// worker (the phones: the AppFlow paper §2.2.1).
+    pub serial_io: bool,
 }
 
 /// Names of all presets, in listing order.
@@ -185,6 +194,7 @@ fn phone(name: &'static str, description: &'static str, dram_gib: u64, cpu: f64)
         // Android's default read_ahead_kb is 128.
         readahead_bytes: 128 * KIB,
         readahead_read_bytes_per_sec: None,
+        serial_io: false,
         // Calibrated with the proportional balance (Android's swappiness
         // 100) to the stock figures above; the testbed's device file sets
         // its own measured behaviour.

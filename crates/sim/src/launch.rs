@@ -220,6 +220,10 @@ pub(crate) struct Rates {
     /// The most the preload worker fills per ms, when its own core bounds
     /// it (`Device::worker_read_bytes_per_sec`).
     worker: Option<f64>,
+    /// The apps' large-file reads while the scheduler has raised the
+    /// launch readahead (`set_launch_readahead`): the curve's rate at the
+    /// raised window, never below [`Rates::readahead`].
+    pub(crate) raised: Option<f64>,
 }
 
 impl Rates {
@@ -238,6 +242,7 @@ impl Rates {
             swap_in: rate_ppm(dev, 32 * KIB),
             device: ppm(last.bytes_per_sec),
             worker: dev.worker_read_bytes_per_sec.map(ppm),
+            raised: None,
         }
     }
 
@@ -246,7 +251,8 @@ impl Rates {
         if b == SMALL {
             self.small[a][k]
         } else {
-            self.readahead
+            self.raised
+                .map_or(self.readahead, |r| r.max(self.readahead))
         }
     }
 
@@ -433,6 +439,8 @@ impl Sim<'_> {
         };
         // Capacity used this step, in pages at the device's full rate.
         let mut cap_used = 0.0;
+        // Time the app had a read in service this step, ms.
+        let mut read_ms = 0.0;
 
         // 1. kswapd (own core).
         self.run_kswapd(dt);
@@ -527,6 +535,9 @@ impl Sim<'_> {
                     self.gain_anon(a);
                     self.counters.refault_anon_pages += got;
                     spend(&mut t, &mut l.owed_ms, got as f64 * ms_per_page);
+                    if !from_zram {
+                        read_ms += got as f64 * ms_per_page;
+                    }
                     let hot_got = if from_zram && class == HOT { got } else { 0 };
                     l.phases[l.pos] = Phase::SwapIn {
                         zram: if from_zram { zram - got } else { zram },
@@ -566,6 +577,7 @@ impl Sim<'_> {
                         left[b] -= got;
                         self.counters.app_read_pages += got;
                         spend(&mut t, &mut l.owed_ms, got as f64 / rate);
+                        read_ms += got as f64 / rate;
                         cap_used += got as f64;
                         progressed = true;
                     }
@@ -595,7 +607,14 @@ impl Sim<'_> {
 
         // 3. The preload worker (idle I/O class): launch streams, then the
         //    standby touch when due, in the capacity the app left.
-        let mut idle_pages = (dt * dev_ppm - cap_used).max(0.0);
+        //    On a device that serves one request at a time, an idle-class
+        //    read waits while the app has one in service: the worker gets
+        //    the step's time the app spent off the device.
+        let mut idle_pages = if self.dev.serial_io {
+            (dt - read_ms).max(0.0) * dev_ppm
+        } else {
+            (dt * dev_ppm - cap_used).max(0.0)
+        };
         if let Some(w) = self.rates.worker {
             // The worker's own core bounds what it fills in a step.
             idle_pages = idle_pages.min(dt * w);

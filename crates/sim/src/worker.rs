@@ -394,11 +394,6 @@ impl Sim<'_> {
     }
 }
 
-/// The launch readahead (`set_launch_readahead`) keeps the trait's default,
-/// unsupported: the launch model reads a launch's large files at the
-/// curve's rate for the readahead size, which, raised, predicted more gain
-/// than the testbed measured under `high` (appflow −53.5 % against −38.6 %;
-/// there room, not request size, bounds the launch); see docs/sim.md.
 impl PreloadMechanism for Sim<'_> {
     /// Touch: the worker keeps these spans resident from its next touch on.
     /// Protect: the worker streams them (idle class) and locks what it read
@@ -464,6 +459,22 @@ impl PreloadMechanism for Sim<'_> {
 
     fn held_bytes(&self) -> u64 {
         self.preload_held_pages() * PAGE_BYTES
+    }
+
+    /// The launch readahead, as the daemon realises it (docs/daemon.md,
+    /// "Launch readahead"): while raised, the app's own misses on its large
+    /// files reach the device in requests of the raised window, so they
+    /// run at the curve's rate for it (never slower than the device's own
+    /// readahead). The kernel's window is the device's, so every app's
+    /// large-file reads get it; the device is the simulated phone's one.
+    fn set_launch_readahead(
+        &mut self,
+        _paths: &[&str],
+        _procs: &[ProcId],
+        bytes: Option<u64>,
+    ) -> Result<u32, MechError> {
+        self.rates.raised = bytes.map(|b| crate::launch::rate_ppm(self.dev, b));
+        Ok(1)
     }
 
     /// ASAP: the switch's prepaging job, bounded by what of the app is out
