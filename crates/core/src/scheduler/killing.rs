@@ -437,6 +437,14 @@ impl Scheduler {
     /// kills against lmkd's 16; 10-12 with the launch's need alone (a
     /// victim that covered it left the floor short, and a second kill
     /// followed), 9 with what is missing added (docs/killer.md).
+    ///
+    /// The apps past the recency window keep their priced order, the
+    /// ones that cover what is missing first; but the second kill of a
+    /// launch must cover what the launches still need. Small kills one
+    /// after another during a GB-scale launch let page cache and swap run
+    /// out before the launch ended: one OOM kill of a simulated user (the
+    /// 48-user fleet, u0006-work on the Pixel 7 6 GB: two kills in a
+    /// second of a Roblox launch, then the OOM killer's), none with it.
     fn cover_the_launch(&self, s: &DomainSample, ranked: &mut [killer::Ranked]) {
         if !self.any_launching() {
             return;
@@ -446,6 +454,14 @@ impl Scheduler {
             .saturating_sub(s.avail_bytes)
             .saturating_add(self.last_alloc_pages.saturating_mul(PAGE_BYTES));
         let need = self.launches_remaining_bytes().saturating_add(missing);
+        // A kill already made during a launch on now: the next is the
+        // second of a series, and it too covers what the launches still
+        // need, whichever tier it comes from.
+        let series = self.last_kill_ms.is_some_and(|k| {
+            self.apps
+                .values()
+                .any(|a| a.launching_since.is_some_and(|t| k >= t))
+        });
         // Stable: each group keeps the rank order.
         ranked.sort_by_key(|r| {
             if r.recent {
@@ -457,7 +473,11 @@ impl Scheduler {
                 };
                 (true, !covers, size)
             } else {
-                (false, r.freed_bytes < missing, 0)
+                (
+                    false,
+                    r.freed_bytes < if series { need } else { missing },
+                    0,
+                )
             }
         });
     }
@@ -834,6 +854,33 @@ mod tests {
         assert_eq!(victim(50).as_deref(), Some("small"));
         assert_eq!(victim(1000).as_deref(), Some("big"));
         assert_eq!(victim(2000).as_deref(), Some("big"));
+    }
+
+    #[test]
+    fn the_second_kill_of_a_launch_covers_what_it_still_needs() {
+        let mut s = sched_of("appflow", &["evening", "rare", "chat"]);
+        let mut p = crate::profile::synthetic("chat", 0, 0, 100 * MIB);
+        p.anon_launch_bytes = 1500 * MIB;
+        s.set_profiles(vec![p]);
+        let mut r = Recorder::default();
+        evenings(&mut s, &mut r);
+        let now = 14 * DAY_MS + 15 * HOUR_MS;
+        ev(&mut s, &mut r, EventKind::Launch, "chat", now - 1000);
+        let mut low10 = low(now);
+        low10.avail_bytes = 10 * MIB;
+        // The first kill covers what is missing (297 MiB): rare, cheaper.
+        let procs = [proc_of(10, "evening", 2000), proc_of(11, "rare", 300)];
+        assert_eq!(s.kill_step(&low10, &procs, &mut r).as_deref(), Some("rare"));
+        // Half a second later, the same launch, a 300 MiB app again: the
+        // second kill covers the launch's 1.5 GB still to come, so the
+        // big app goes rather than a second small one.
+        let procs = [proc_of(10, "evening", 2000), proc_of(13, "rare", 300)];
+        let mut later = low10;
+        later.now_ms = now + 500;
+        assert_eq!(
+            s.kill_step(&later, &procs, &mut r).as_deref(),
+            Some("evening")
+        );
     }
 
     #[test]
