@@ -24,7 +24,7 @@ class SvgRound(unittest.TestCase):
 
     def test_axis_segments_as_h_and_v(self):
         d = 'd="M 1.0 2.0 L 1.0 3.004 L 4.5 3.004 L 5 6"'
-        self.assertEqual(sr.compact(d), 'd="M 1 2 V 3 H 4.5 L 5 6"')
+        self.assertEqual(sr.compact(d), 'd="M1 2V3H4.5L5 6"')
 
     def test_other_paths_untouched_but_rounded(self):
         d = 'd="M 0 0 Q 1.2345 2 3 4 z"'
@@ -33,7 +33,25 @@ class SvgRound(unittest.TestCase):
     def test_undrawn_parts_dropped(self):
         svg = ('<svg>\n <metadata>\n  <rdf:RDF/>\n </metadata>\n <g>\n  <!-- $0$ -->\n'
                '  <path d="M 0 1 \nL 0 2 \nz\n"/>\n </g>\n</svg>')
-        self.assertEqual(sr.compact(svg), '<svg>\n<g>\n<path d="M 0 1 V 2 z"/>\n</g>\n</svg>')
+        self.assertEqual(sr.compact(svg), '<svg>\n<path d="M0 1V2z"/>\n</svg>')
+
+    def test_groups_with_only_an_id_go_their_children_stay(self):
+        svg = ('<g id="figure_1">\n<g transform="translate(1 2)">\n<g>\n<text>a</text>\n</g>\n</g>\n'
+               '<g id="x" style="fill: red">\n<path d="M0 0"/>\n</g>\n</g>')
+        self.assertEqual(sr.compact(svg), '<g transform="translate(1 2)">\n<text>a</text>\n</g>\n'
+                         '<g id="x" style="fill: red">\n<path d="M0 0"/>\n</g>\n')
+
+    def test_shared_styles_become_classes(self):
+        svg = ('<style type="text/css">*{stroke: none}</style>'
+               '<path style="fill: none; stroke: #000"/><use style="fill: none; stroke: #000"/>'
+               '<text style="font-size: 7px"/>')
+        out = sr.compact(svg)
+        self.assertEqual(out, '<style type="text/css">*{stroke: none}\n.s0{fill: none; stroke: #000}</style>'
+                         '<path class="s0"/><use class="s0"/><text style="font-size: 7px"/>')
+        self.assertEqual(sr.compact(out), out)
+
+    def test_tight_paths_read_again(self):
+        self.assertEqual(sr.compact('d="M1.004 2V3.004H4.5"', 1), 'd="M1 2V3H4.5"')
 
     def test_idempotent(self):
         d = 'd="M 1.0 2.0 L 1.0 3.004 L 4.5 3.004"'
