@@ -148,14 +148,17 @@ pub struct ProcInfo {
 /// A process quiet this long is in the background by activity, where
 /// nothing else says which app is in front (a desktop Linux machine gives
 /// every process the same `oom_score_adj`, and no launcher names the
-/// foreground): 2 s, two of the daemon's activity samples, by the signal
-/// launch detection already reads (CPU at most the readiness rule's quiet
-/// share). It was 10 s (the debounce after which Android freezes a cached
-/// app); on the deployment harness background processes started 5 s before
-/// an unannounced launch were never idle that long, so rebalancing had
-/// nothing to page out ahead of the launch (docs/daemon.md, "Background
-/// apps"). Paging out is reversible and happens only below M_F.
-pub const IDLE_BACKGROUND_MS: u64 = 2_000;
+/// foreground): 1 s, the readiness rule's quiet window (`detect.quiet_ms`:
+/// a pause that long ends a launch), by the signal launch detection
+/// already reads (CPU at most the readiness rule's quiet share). It was
+/// 10 s (the debounce after which Android freezes a cached app); on the
+/// deployment harness background processes started 5 s before an
+/// unannounced launch were never idle that long, so rebalancing had
+/// nothing to page out ahead of the launch; at 2 s the page-out began late
+/// enough that in 3 of 5 launches of the ML app it had not finished when
+/// the launch began (docs/daemon.md, "Background apps"). Paging out is
+/// reversible and happens only below M_F.
+pub const IDLE_BACKGROUND_MS: u64 = 1_000;
 
 impl ProcInfo {
     /// Its identity.

@@ -568,7 +568,7 @@ const LIST_SAFETY_NET_MS: u64 = 10_000;
 
 /// The processes' CPU time is read at most this often, ms (the daemon's
 /// default `scan_interval_ms` is 1 s; half of it): idleness is judged over the core's
-/// `IDLE_BACKGROUND_MS` (2 s), so two samples make the judgement.
+/// `IDLE_BACKGROUND_MS` (1 s), so two samples make the judgement.
 const ACTIVITY_SAMPLE_MS: u64 = 500;
 
 /// Marks an oom_score_adj not read yet.
