@@ -321,6 +321,18 @@ impl Features {
     }
 }
 
+/// CLOCK_MONOTONIC now, ns (the clock of the process connector's event
+/// times; the preload worker reports its stream's first byte on it).
+pub fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

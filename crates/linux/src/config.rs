@@ -204,7 +204,10 @@ impl Default for ReclaimSection {
             drop_cold_files: false,
             auto_low_memory: true,
             auto_alloc_threshold: true,
-            core: ReclaimConfig::default(),
+            core: ReclaimConfig {
+                burst_ticks: appflow_core::reclaim::DAEMON_BURST_TICKS,
+                ..ReclaimConfig::default()
+            },
         }
     }
 }
@@ -351,7 +354,15 @@ impl TryFrom<toml::Table> for ReclaimSection {
             drop_cold_files: take(&mut t, "reclaim", "drop_cold_files", d.drop_cold_files)?,
             auto_low_memory: take_auto(&mut t, "reclaim", "low_memory_bytes")?,
             auto_alloc_threshold: take_auto(&mut t, "reclaim", "alloc_threshold_pages")?,
-            core: core_part(t, "reclaim")?,
+            core: {
+                if !t.contains_key("burst_ticks") {
+                    t.insert(
+                        "burst_ticks".into(),
+                        toml::Value::Integer(appflow_core::reclaim::DAEMON_BURST_TICKS.into()),
+                    );
+                }
+                core_part(t, "reclaim")?
+            },
         })
     }
 }

@@ -136,20 +136,29 @@ pub struct ProcInfo {
     /// protected name.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub protected: bool,
-    /// How long the process has used no CPU, ms, when the driver measures
-    /// it (the daemon, from /proc/PID/stat). A process idle for
+    /// How long the process has been quiet, ms, when the driver measures
+    /// it (the daemon, from /proc/PID/stat: no more CPU than the readiness
+    /// rule's quiet share, `detect.quiet_cpu_permille`). A process idle for
     /// [`IDLE_BACKGROUND_MS`] is background by activity (see
     /// `Scheduler::is_foreground_proc`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_ms: Option<u64>,
 }
 
-/// A process that has used no CPU for this long is in the background by
-/// activity, where nothing else says which app is in front (a desktop
-/// Linux machine gives every process the same `oom_score_adj`): 10 s, the
-/// debounce after which Android freezes a cached app, taking its memory to
-/// be out of use (docs/daemon.md, "Background apps").
-pub const IDLE_BACKGROUND_MS: u64 = 10_000;
+/// A process quiet this long is in the background by activity, where
+/// nothing else says which app is in front (a desktop Linux machine gives
+/// every process the same `oom_score_adj`, and no launcher names the
+/// foreground): 1 s, the readiness rule's quiet window (`detect.quiet_ms`:
+/// a pause that long ends a launch), by the signal launch detection
+/// already reads (CPU at most the readiness rule's quiet share). It was
+/// 10 s (the debounce after which Android freezes a cached app); on the
+/// deployment harness background processes started 5 s before an
+/// unannounced launch were never idle that long, so rebalancing had
+/// nothing to page out ahead of the launch; at 2 s the page-out began late
+/// enough that in 3 of 5 launches of the ML app it had not finished when
+/// the launch began (docs/daemon.md, "Background apps"). Paging out is
+/// reversible and happens only below M_F.
+pub const IDLE_BACKGROUND_MS: u64 = 1_000;
 
 impl ProcInfo {
     /// Its identity.
@@ -346,9 +355,10 @@ struct AppState {
     /// A `background` event said so, and no `launch` or `foreground` came
     /// since: its processes are background whatever their adj or activity.
     background_notified: bool,
-    /// Pages allocated in the domain over the ticks of the launch in
-    /// progress, and those ticks (the launch's allocation rate, for sizing).
-    launch_alloc: (u64, u64),
+    /// Pages allocated in the domain in each tick of the launch in
+    /// progress (the launch's allocation rate, for sizing; at most
+    /// [`crate::sizing::LAUNCH_TICKS_KEPT`] ticks).
+    launch_alloc: Vec<u64>,
     /// Mean pages per tick the domain allocated over the app's last
     /// complete launch.
     launch_rate_pages: Option<f64>,
@@ -997,7 +1007,7 @@ impl Scheduler {
                 }
                 st.last_used_ms = Some(now_ms);
                 st.background_notified = false;
-                st.launch_alloc = (0, 0);
+                st.launch_alloc.clear();
                 self.record_open(app, now_ms);
                 self.end_window(app, true, now_ms, preload);
                 self.foreground = Some(app.to_string());
@@ -1011,9 +1021,10 @@ impl Scheduler {
                 let since = self.end_launching(app);
                 // The launch's allocation rate, for sizing.
                 if let Some(st) = self.apps.get_mut(app) {
-                    if since.is_some() && st.launch_alloc.1 > 0 {
-                        let (pages, ticks) = st.launch_alloc;
-                        st.launch_rate_pages = Some(pages as f64 / ticks as f64);
+                    let rate = crate::sizing::launch_alloc_rate(&st.launch_alloc);
+                    st.launch_alloc.clear();
+                    if let (Some(_), Some(rate)) = (since, rate) {
+                        st.launch_rate_pages = Some(rate);
                         self.sizing = None;
                     }
                 }

@@ -329,9 +329,10 @@ impl Scheduler {
         // The launches' allocation, for sizing (`launch_rate_pages`).
         if self.prev_alloc.is_some() && self.launching_count > 0 {
             for a in self.apps.values_mut() {
-                if a.launching_since.is_some() {
-                    a.launch_alloc.0 += p.alloc_pages;
-                    a.launch_alloc.1 += 1;
+                if a.launching_since.is_some()
+                    && a.launch_alloc.len() < crate::sizing::LAUNCH_TICKS_KEPT
+                {
+                    a.launch_alloc.push(p.alloc_pages);
                 }
             }
         }

@@ -174,6 +174,10 @@ pub struct WorkerReply {
     /// advised so far, in the order asked).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub job: u64,
+    /// A load's first byte read from storage (the first span that read
+    /// anything), CLOCK_MONOTONIC ns; 0 when it read nothing.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub first_byte_mono_ns: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -499,6 +503,9 @@ impl Worker {
                     });
                     match locked {
                         Ok((l, n)) => {
+                            if n > 0 && r.first_byte_mono_ns == 0 {
+                                r.first_byte_mono_ns = crate::actuators::monotonic_ns();
+                            }
                             r.bytes_read += n;
                             if to > from {
                                 *done = if done.end == from {
@@ -778,6 +785,9 @@ pub struct WorkerStats {
     /// Per app, its last completed launch stream (`Hold::Protect` load):
     /// (the value of `loads` once it completed, bytes read).
     pub last_stream: BTreeMap<String, (u64, u64)>,
+    /// Per app, when its last launch stream read its first byte
+    /// (CLOCK_MONOTONIC ns; absent when it read nothing).
+    pub last_stream_first_ns: BTreeMap<String, u64>,
     /// Bytes advised by switch prepaging (`MADV_WILLNEED`), since start.
     pub prepaged_bytes: u64,
     /// Prepaging jobs the worker ended (done, stopped or failed).
@@ -963,6 +973,12 @@ impl WorkerClient {
                         if r.hold == Some(Hold::Protect) {
                             let n = s.loads;
                             s.last_stream.insert(r.app.clone(), (n, r.bytes_read));
+                            if r.first_byte_mono_ns > 0 {
+                                s.last_stream_first_ns
+                                    .insert(r.app.clone(), r.first_byte_mono_ns);
+                            } else {
+                                s.last_stream_first_ns.remove(&r.app);
+                            }
                         }
                         tracing::info!(app = %r.app, bytes = r.bytes_read, ms = r.ms,
                             aborted = r.aborted, errors = r.errors, "preload worker: load done");

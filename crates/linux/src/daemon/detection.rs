@@ -80,6 +80,12 @@ pub struct AppReport {
     pub last_launch_ms: Option<u64>,
     /// Bytes the preload worker streamed for the last launch.
     pub last_launch_stream_bytes: Option<u64>,
+    /// The last launch's exec to the loop acting on it (the scheduler's
+    /// `launch`), ms: how long detection took.
+    pub last_launch_detect_ms: Option<u64>,
+    /// The last launch's exec to the first byte its stream read, ms (None
+    /// when the stream read nothing, or has not yet).
+    pub last_launch_first_byte_ms: Option<u64>,
 }
 
 /// Counters of the detection path (metrics and status).
@@ -216,15 +222,7 @@ enum Msg {
     Overrun,
 }
 
-fn monotonic_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
+use crate::actuators::monotonic_ns;
 
 struct Listener {
     rx: mpsc::Receiver<Msg>,
@@ -370,6 +368,14 @@ pub struct Detection {
     /// Per app: the worker's `loads` count when its last launch began, until its stream completes.
     stream_pending: BTreeMap<String, u64>,
     stream_bytes: BTreeMap<String, u64>,
+    /// Per app, its last launch's exec time (daemon ms) and the delay to
+    /// the loop acting on it.
+    launch_exec: BTreeMap<String, (u64, u64)>,
+    /// Per app, exec to its last stream's first byte, ms.
+    first_byte: BTreeMap<String, u64>,
+    /// The daemon's clock origin on CLOCK_MONOTONIC, ns (the worker
+    /// reports its first byte on that clock).
+    origin_mono_ns: u64,
     /// What the kernel's events said about processes since the last
     /// [`Detection::take_changes`].
     changes: ProcessChanges,
@@ -529,6 +535,10 @@ impl Detection {
             prev_demand: BTreeMap::new(),
             stream_pending: BTreeMap::new(),
             stream_bytes: BTreeMap::new(),
+            launch_exec: BTreeMap::new(),
+            first_byte: BTreeMap::new(),
+            origin_mono_ns: monotonic_ns()
+                .saturating_sub(s.origin.elapsed().as_nanos().min(u64::MAX as u128) as u64),
             changes: ProcessChanges::default(),
             stats: DetectStats {
                 source: name,
@@ -593,6 +603,8 @@ impl Detection {
             launches_detected: c.launches_detected,
             last_launch_ms: c.last_launch_ms,
             last_launch_stream_bytes: self.stream_bytes.get(app).copied(),
+            last_launch_detect_ms: self.launch_exec.get(app).map(|(_, d)| *d),
+            last_launch_first_byte_ms: self.first_byte.get(app).copied(),
         }
     }
 
@@ -624,7 +636,7 @@ impl Detection {
             .detector
             .notify(app, notice, pid, now_ms)
             .unwrap_or_default();
-        let out = self.conclude(found, worker_loads, profile_of, false);
+        let out = self.conclude(found, worker_loads, profile_of, false, now_ms);
         self.start_late_watches();
         out
     }
@@ -677,13 +689,13 @@ impl Detection {
                 r.watch.sample(&pids);
             }
         }
-        let out = self.conclude(found, worker.loads, profile_of, true);
+        let out = self.conclude(found, worker.loads, profile_of, true, now_ms);
         self.adopt_watches(watches);
         if !tick {
             return out;
         }
         // Launch streams completed since.
-        let done: Vec<(String, u64)> = self
+        let done: Vec<(String, u64, Option<u64>)> = self
             .stream_pending
             .iter()
             .filter_map(|(app, base)| {
@@ -691,11 +703,22 @@ impl Detection {
                     .last_stream
                     .get(app)
                     .filter(|(n, _)| n > base)
-                    .map(|(_, b)| (app.clone(), *b))
+                    .map(|(_, b)| {
+                        (
+                            app.clone(),
+                            *b,
+                            worker.last_stream_first_ns.get(app).copied(),
+                        )
+                    })
             })
             .collect();
-        for (app, bytes) in done {
+        for (app, bytes, first_ns) in done {
             self.stream_pending.remove(&app);
+            if let (Some(ns), Some((exec_ms, _))) = (first_ns, self.launch_exec.get(&app)) {
+                let at_ms = ns.saturating_sub(self.origin_mono_ns) / 1_000_000;
+                self.first_byte
+                    .insert(app.clone(), at_ms.saturating_sub(*exec_ms));
+            }
             self.stream_bytes.insert(app, bytes);
         }
         out
@@ -857,13 +880,19 @@ impl Detection {
         worker_loads: u64,
         profile_of: &dyn Fn(&str) -> Option<LaunchProfile>,
         inferred: bool,
+        now_ms: u64,
     ) -> Vec<Action> {
         let mut out = Vec::new();
         for d in found {
             match d {
-                Detected::Launch { app, pid, .. } => {
+                Detected::Launch {
+                    app, pid, at_ms, ..
+                } => {
                     self.stream_pending.insert(app.clone(), worker_loads);
                     self.stream_bytes.insert(app.clone(), 0);
+                    self.launch_exec
+                        .insert(app.clone(), (at_ms, now_ms.saturating_sub(at_ms)));
+                    self.first_byte.remove(&app);
                     self.prev_demand.remove(&app);
                     if self.learn {
                         self.want_watch.push((app.clone(), pid));

@@ -225,6 +225,12 @@ struct Scanner {
     cache: BTreeMap<u32, ProcEntry>,
     /// When every process's CPU time was last read, ms.
     activity_at_ms: Option<u64>,
+    /// A process using more CPU than this, per mille of one core, between
+    /// two activity samples was active (`detect.quiet_cpu_permille`, the
+    /// readiness rule's quiet share).
+    quiet_cpu_permille: u32,
+    /// `sysconf(_SC_CLK_TCK)`.
+    ticks_per_sec: u64,
 }
 
 impl Scanner {
@@ -304,18 +310,18 @@ impl Scanner {
     }
 
     /// Reads every process's CPU time, at most once per
-    /// [`ACTIVITY_SAMPLE_MS`]: a process whose CPU time grew was active
-    /// now; one whose did not keeps the time it was last active (its
-    /// `idle_ms`, background by activity past the core's
-    /// `IDLE_BACKGROUND_MS`).
+    /// [`ACTIVITY_SAMPLE_MS`]: a process that used more than the quiet
+    /// share of a core since the previous sample (the readiness rule's
+    /// `quiet_cpu_permille`) was active now; one that did not keeps the
+    /// time it was last active (its `idle_ms`, background by activity past
+    /// the core's `IDLE_BACKGROUND_MS`).
     fn sample_activity(&mut self, now_ms: u64) {
-        if self
-            .activity_at_ms
-            .is_some_and(|t| now_ms.saturating_sub(t) < ACTIVITY_SAMPLE_MS)
-        {
+        let prev = self.activity_at_ms;
+        if prev.is_some_and(|t| now_ms.saturating_sub(t) < ACTIVITY_SAMPLE_MS) {
             return;
         }
         self.activity_at_ms = Some(now_ms);
+        let elapsed_ms = prev.map_or(0, |t| now_ms.saturating_sub(t));
         for (&pid, e) in self.cache.iter_mut() {
             let Ok(st) = readers::read_stat(&self.proc_root, pid) else {
                 continue;
@@ -323,8 +329,14 @@ impl Scanner {
             if st.start_time != e.start_time {
                 continue;
             }
-            if e.cpu_ticks.is_some_and(|c| st.cpu_ticks > c) {
-                e.active_ms = now_ms;
+            if let Some(c) = e.cpu_ticks {
+                let used_ms = crate::readers::demand::ticks_to_ms(
+                    st.cpu_ticks.saturating_sub(c),
+                    self.ticks_per_sec,
+                );
+                if busy(used_ms, elapsed_ms, self.quiet_cpu_permille) {
+                    e.active_ms = now_ms;
+                }
             }
             e.cpu_ticks = Some(st.cpu_ticks);
         }
@@ -458,6 +470,47 @@ impl Scanner {
     }
 }
 
+/// The preload worker's page faults (minor + major, /proc/PID/stat),
+/// summed over the workers the daemon has run: the domain's fault counter
+/// less these is the apps' allocation. The worker's mlock of a launch
+/// stream and its standby touches fault in the domain too; on the
+/// deployment harness a touch of the standby set every 10 s crossed N_alloc
+/// in one tick with nothing launching.
+#[derive(Debug, Default)]
+struct OwnFaults {
+    /// The worker read last, and its count then.
+    last: Option<(u32, u64)>,
+    /// Faults of workers counted so far.
+    total: u64,
+}
+
+impl OwnFaults {
+    /// Reads the worker's count (`pid` 0: none) and returns the total.
+    fn update(&mut self, proc_root: &Path, pid: u32) -> u64 {
+        if pid == 0 {
+            return self.total;
+        }
+        let Ok(st) = readers::read_stat(proc_root, pid) else {
+            return self.total;
+        };
+        let now = st.minflt + st.majflt;
+        let before = match self.last {
+            Some((p, c)) if p == pid => c,
+            _ => 0, // a new worker counts from its start
+        };
+        self.total += now.saturating_sub(before);
+        self.last = Some((pid, now));
+        self.total
+    }
+}
+
+/// Whether `used_ms` of CPU over `elapsed_ms` is more than `permille` of
+/// one core (a process at or below it is quiet, as launch detection's
+/// readiness rule has it; any CPU at all over no interval is activity).
+fn busy(used_ms: u64, elapsed_ms: u64, permille: u32) -> bool {
+    used_ms.saturating_mul(1000) > elapsed_ms.saturating_mul(u64::from(permille))
+}
+
 /// `pid` and its ancestors up to (not including) PID 1.
 fn ancestors(proc_root: &Path, pid: u32) -> Vec<u32> {
     let mut out = vec![pid];
@@ -514,9 +567,9 @@ impl From<Incoming> for LoopMsg {
 const LIST_SAFETY_NET_MS: u64 = 10_000;
 
 /// The processes' CPU time is read at most this often, ms (the daemon's
-/// default `scan_interval_ms`): idleness is judged over 10 s, so a second's
-/// resolution is plenty.
-const ACTIVITY_SAMPLE_MS: u64 = 1000;
+/// default `scan_interval_ms` is 1 s; half of it): idleness is judged over the core's
+/// `IDLE_BACKGROUND_MS` (1 s), so two samples make the judgement.
+const ACTIVITY_SAMPLE_MS: u64 = 500;
 
 /// Marks an oom_score_adj not read yet.
 const UNREAD_ADJ: i32 = i32::MIN;
@@ -607,6 +660,8 @@ pub struct Runtime {
     detection: Option<Detection>,
     profiles_stamp: Option<Option<(SystemTime, usize)>>,
     sample_errors: u64,
+    /// The preload worker's own page faults, counted since start.
+    own_faults: OwnFaults,
     /// Process events since the last listing say the domain changed.
     domain_changed: bool,
     /// How to (re)start the worker: program, arguments, placement.
@@ -802,6 +857,8 @@ impl Runtime {
             ),
             cache: BTreeMap::new(),
             activity_at_ms: None,
+            quiet_cpu_permille: cfg.detect.quiet_cpu_permille,
+            ticks_per_sec: crate::readers::demand::clock_ticks_per_sec(),
         };
         let store = ProfileStore::open(&cfg.daemon.state_dir);
         let start = Instant::now();
@@ -856,6 +913,7 @@ impl Runtime {
             detection,
             profiles_stamp: None,
             sample_errors: 0,
+            own_faults: OwnFaults::default(),
             domain_changed: false,
             worker_spawn,
             last_respawn: None,
@@ -888,6 +946,23 @@ impl Runtime {
             Err(e) => {
                 tracing::warn!(error = %e, "profile store unreadable; keeping the profiles loaded before")
             }
+        }
+    }
+
+    /// Between listings: the processes' activity sampled again, so that a
+    /// process that went quiet becomes background by activity within
+    /// `IDLE_BACKGROUND_MS` (and not at the next listing, up to
+    /// `LIST_SAFETY_NET_MS` later).
+    fn refresh_activity(&mut self) {
+        let now_ms = self.now_ms();
+        self.scanner.sample_activity(now_ms);
+        for p in self.procs.iter_mut() {
+            p.idle_ms = self
+                .scanner
+                .cache
+                .get(&p.pid)
+                .filter(|e| e.start_time == p.start_time)
+                .and_then(|e| e.idle_ms(now_ms));
         }
     }
 
@@ -949,7 +1024,15 @@ impl Runtime {
         self.detect_step(false);
         let now = self.now_ms();
         let s = match sample_domain(&self.domain, &self.cfg.daemon.proc_root, now) {
-            Ok(s) => s,
+            Ok(mut s) => {
+                // The worker's own faults (its standby touches, its launch
+                // stream's locks) are the daemon's, not the apps'
+                // allocation: n_alloc leaves them out.
+                let ws = self.worker.stats();
+                let own = self.own_faults.update(&self.cfg.daemon.proc_root, ws.pid);
+                s.alloc_counter = s.alloc_counter.saturating_sub(own);
+                s
+            }
             Err(e) => {
                 self.sample_errors += 1;
                 if self.sample_errors.is_power_of_two() {
@@ -1206,6 +1289,8 @@ impl Runtime {
                     "profile_launches": self.sched.profile(a).map_or(0, |p| p.launches),
                     "last_launch_ms": det.last_launch_ms,
                     "last_launch_stream_bytes": det.last_launch_stream_bytes,
+                    "last_launch_detect_ms": det.last_launch_detect_ms,
+                    "last_launch_first_byte_ms": det.last_launch_first_byte_ms,
                     "pids": pids,
                     "foreground": self.sched.foreground() == Some(a.as_str()),
                     "launching": self.sched.is_launching(a),
@@ -1569,6 +1654,8 @@ impl Runtime {
                     self.domain_changed = false;
                     last_listed = now_ms;
                     self.scan(full);
+                } else {
+                    self.refresh_activity();
                 }
                 self.reload_profiles();
             }
