@@ -493,7 +493,8 @@ impl Scheduler {
                     .profiles
                     .get(name)
                     .map_or(0, |p| p.anon_launch_bytes.saturating_add(p.file_bytes()));
-                need.saturating_sub(a.launch_alloc.0.saturating_mul(PAGE_BYTES))
+                let allocated: u64 = a.launch_alloc.iter().sum();
+                need.saturating_sub(allocated.saturating_mul(PAGE_BYTES))
             })
             .sum()
     }
