@@ -42,22 +42,25 @@ use crate::PAGE_BYTES;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Ticks of a launch whose allocation is kept for its rate (10 minutes of
-/// 100 ms ticks).
-pub const LAUNCH_TICKS_KEPT: usize = 6_000;
+/// Ticks of a launch whose allocation is kept for its rate: 25.6 s of
+/// 100 ms ticks (the deployment harness's longest launch, the ML app on
+/// flash, takes about 13 s), 1 KiB an app. Each launching app keeps its
+/// own list: at 6,000 ticks, 256 apps held launching (the socket soak)
+/// took the daemon past its `20 MiB` budget.
+pub const LAUNCH_TICKS_KEPT: usize = 256;
 
 /// A launch's allocation rate, pages per tick, from the pages allocated in
 /// each of its ticks: the mean over its busiest half of ticks (the rate
 /// while it allocates; a launch's CPU-only and I/O-wait phases are not
 /// allocation). None for no ticks or no allocation.
-pub fn launch_alloc_rate(ticks: &[u64]) -> Option<f64> {
+pub fn launch_alloc_rate(ticks: &[u32]) -> Option<f64> {
     if ticks.is_empty() {
         return None;
     }
     let mut v = ticks.to_vec();
     v.sort_unstable_by(|a, b| b.cmp(a));
     let half = v.len().div_ceil(2);
-    let sum: u64 = v[..half].iter().sum();
+    let sum: u64 = v[..half].iter().map(|&t| u64::from(t)).sum();
     (sum > 0).then(|| sum as f64 / half as f64)
 }
 
@@ -252,10 +255,10 @@ mod tests {
         assert_eq!(super::launch_alloc_rate(&[0, 0, 0]), None);
         // 2 s of loading at 10,000 pages per tick, 8 s of computing: the
         // mean over all ticks would be 2,000.
-        let mut t = vec![10_000u64; 20];
+        let mut t = vec![10_000u32; 20];
         t.extend([0; 80]);
         assert_eq!(super::launch_alloc_rate(&t), Some(4_000.0));
-        let t = [5u64, 1, 9];
+        let t = [5u32, 1, 9];
         assert_eq!(super::launch_alloc_rate(&t), Some(7.0));
     }
 

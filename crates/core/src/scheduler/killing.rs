@@ -493,7 +493,7 @@ impl Scheduler {
                     .profiles
                     .get(name)
                     .map_or(0, |p| p.anon_launch_bytes.saturating_add(p.file_bytes()));
-                let allocated: u64 = a.launch_alloc.iter().sum();
+                let allocated: u64 = a.launch_alloc.iter().map(|&t| u64::from(t)).sum();
                 need.saturating_sub(allocated.saturating_mul(PAGE_BYTES))
             })
             .sum()

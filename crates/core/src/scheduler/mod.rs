@@ -358,7 +358,7 @@ struct AppState {
     /// Pages allocated in the domain in each tick of the launch in
     /// progress (the launch's allocation rate, for sizing; at most
     /// [`crate::sizing::LAUNCH_TICKS_KEPT`] ticks).
-    launch_alloc: Vec<u64>,
+    launch_alloc: Vec<u32>,
     /// Mean pages per tick the domain allocated over the app's last
     /// complete launch.
     launch_rate_pages: Option<f64>,

@@ -332,7 +332,8 @@ impl Scheduler {
                 if a.launching_since.is_some()
                     && a.launch_alloc.len() < crate::sizing::LAUNCH_TICKS_KEPT
                 {
-                    a.launch_alloc.push(p.alloc_pages);
+                    a.launch_alloc
+                        .push(u32::try_from(p.alloc_pages).unwrap_or(u32::MAX));
                 }
             }
         }
