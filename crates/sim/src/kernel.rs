@@ -741,16 +741,19 @@ impl Sim<'_> {
     /// foreground (and launching) app 0; the previous app 700 for a minute
     /// after it left the foreground; the other cached apps 900 + their LRU
     /// rank. Under the simplified lmkd (every policy but `android15`) the
-    /// previous app keeps 700 however long.
+    /// previous app keeps 700 however long (it left the foreground "0 ms ago").
     pub(crate) fn oom_adjs(&self) -> impl Iterator<Item = (usize, i32)> + '_ {
         let simple = self.pol.def.kernel != KernelVariant::Android15;
         // The previous app left the foreground when the foreground app
         // came to it.
-        let left_ms = self
-            .fg
-            .or(self.launching)
-            .map(|f| self.now_us.saturating_sub(self.st[f].last_used_us) / 1000)
-            .unwrap_or(u64::MAX);
+        let left_ms = if simple {
+            0
+        } else {
+            self.fg
+                .or(self.launching)
+                .map(|f| self.now_us.saturating_sub(self.st[f].last_used_us) / 1000)
+                .unwrap_or(u64::MAX)
+        };
         let am = &self.am_props;
         let mut rank = 0;
         self.lru
@@ -764,15 +767,7 @@ impl Sim<'_> {
                 } else {
                     let r = rank;
                     rank += 1;
-                    if simple {
-                        if r == 0 {
-                            android::PREVIOUS_APP_ADJ
-                        } else {
-                            android::CACHED_APP_MIN_ADJ + (r as i32).min(99)
-                        }
-                    } else {
-                        android::background_adj(r, left_ms, am)
-                    }
+                    android::background_adj(r, left_ms, am)
                 };
                 (a, adj)
             })
@@ -851,9 +846,13 @@ impl Sim<'_> {
     /// ActivityManager's cached-process limit, then one lmkd wakeup if one
     /// is due (a PSI event, or a poll while polling).
     fn android_kill_check(&mut self) {
-        let (apps, procs) = self.platform_procs();
-        for i in android::am_trim(&procs, &self.am_props) {
-            self.platform_kill(apps[i], android::KillReason::AmCachedLimit);
+        // Fewer apps alive than the limit: nothing to trim (every step
+        // asks, and 1024 is never reached on a phone's 60 apps).
+        if self.st.iter().filter(|s| s.alive).count() > self.am_props.max_cached_processes {
+            let (apps, procs) = self.platform_procs();
+            for i in android::am_trim(&procs, &self.am_props) {
+                self.platform_kill(apps[i], android::KillReason::AmCachedLimit);
+            }
         }
         let now_ms = self.now_us / 1000;
         let (some, full) = self.psi(10);
