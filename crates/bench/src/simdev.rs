@@ -374,6 +374,11 @@ fn device_section(o: &BenchOptions, measured: &Measured) -> DeviceSection {
         wmark_low_mib: Some(0.0),
         wmark_high_mib: Some(0.0),
         direct_reclaim_threads: Some(1.0),
+        // No kswapd in a memory cgroup (the watermarks are 0).
+        kswapd_threads: Some(1.0),
+        // The testbed is plain Linux: the kernel's OOM killer, no lmkd and
+        // no ActivityManager.
+        platform: Some("linux".into()),
         anon_zram_ms_per_mib: Some(anon_ms_per_mib),
         lru_anon_ms_per_mib,
         // A MiB of a launch's heap costs the app's core the time the

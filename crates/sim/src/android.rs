@@ -126,6 +126,18 @@ pub struct AmProps {
     /// `DEFAULT_MAX_PREVIOUS_TIME` (60 s): how long the previous app keeps
     /// PREVIOUS_APP_ADJ before it is cached like any other.
     pub max_previous_time_ms: u64,
+    /// `CachedAppOptimizer.DEFAULT_USE_COMPACTION` (true): a cached app's
+    /// anonymous memory is paged out to zram once it is frozen.
+    pub use_compaction: bool,
+    /// `DEFAULT_FREEZER_DEBOUNCE_TIMEOUT` (10 s): a process is frozen this
+    /// long after it became cached (`freezeAppAsyncLSP`).
+    pub freezer_debounce_ms: u64,
+    /// `DEFAULT_COMPACT_FULL_RSS_THROTTLE_KB` (12,000): no full compaction
+    /// of a process with less anonymous memory resident.
+    pub compact_full_rss_throttle_kb: u64,
+    /// `COMPACT_DOWNGRADE_FREE_SWAP_THRESHOLD` (0.2): below this share of
+    /// swap free, a full compaction is downgraded (`resolveCompactionProfile`).
+    pub compact_downgrade_free_swap_pct: u64,
 }
 
 impl Default for AmProps {
@@ -133,6 +145,10 @@ impl Default for AmProps {
         AmProps {
             max_cached_processes: 1024,
             max_previous_time_ms: 60_000,
+            use_compaction: true,
+            freezer_debounce_ms: 10_000,
+            compact_full_rss_throttle_kb: 12_000,
+            compact_downgrade_free_swap_pct: 20,
         }
     }
 }
@@ -634,6 +650,35 @@ pub fn background_adj(rank: usize, left_foreground_ago_ms: u64, am: &AmProps) ->
         (CACHED_APP_MIN_ADJ + rank as i32).min(CACHED_APP_MAX_ADJ)
     }
 }
+
+/// `CachedAppOptimizer`'s compaction of a cached app: `onProcessFrozen`
+/// asks for a FULL compaction once the freezer has frozen the process
+/// (its debounce after the app became cached); `resolveCompactionProfile`
+/// downgrades FULL to SOME when less than 20 % of swap is free, and with
+/// `ENABLE_SHARED_AND_CODE_COMPACT` false, FULL means ANON (anonymous
+/// pages only) and SOME means NONE; the RSS throttle skips a process with
+/// less than 12,000 KB of anonymous memory resident. A process is
+/// compacted once per stay in the cached range (the OOM-adj throttle).
+/// Returns the pages to page out of `anon_resident` (all or none).
+pub fn compaction_pages(
+    cached_for_ms: u64,
+    anon_resident: u64,
+    swap_free: u64,
+    swap_total: u64,
+    am: &AmProps,
+) -> u64 {
+    let frozen = cached_for_ms >= am.freezer_debounce_ms;
+    // `getFreeSwapPercent`: sysinfo's freeswap / totalswap (0 with no swap).
+    let swap_low = swap_free * 100 < swap_total * am.compact_downgrade_free_swap_pct;
+    let small = anon_resident * (PAGE_KB) < am.compact_full_rss_throttle_kb;
+    if !am.use_compaction || !frozen || swap_total == 0 || swap_low || small {
+        return 0;
+    }
+    anon_resident
+}
+
+/// Kilobytes in a page (4 KiB pages, as on the Pixels).
+const PAGE_KB: u64 = 4;
 
 /// `OomAdjuster.updateAndTrimProcessLSP`: cached processes past the
 /// cached-process limit are killed, the least recently used first.

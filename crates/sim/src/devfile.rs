@@ -32,6 +32,8 @@
 //! wmark_low_mib = 0             #  an allocation below min reclaims directly);
 //! wmark_high_mib = 0            #  all 0 = no kswapd, like a memory cgroup's limit
 //! direct_reclaim_threads = 2.0  # threads of a launching app reclaiming at once
+//! kswapd_threads = 2.2          # kswapd's rate in reclaiming threads
+//! platform = "linux"            # "android15" (lmkd + ActivityManager, the presets) | "linux" (the testbed)
 //! readahead_kib = 128           # readahead of the apps' own large-file reads
 //! readahead_mib_per_sec = 770   # their rate, if not the curve's at readahead_kib
 //! reclaim_cache_first = true    # reclaim drops page cache before anon (default false: proportional)
@@ -69,7 +71,7 @@
 
 use crate::catalog::{AppClass, AppModel, AppSpec, GB_SMALL_SHARE, LOW_SMALL_SHARE};
 use crate::catalog::{MEAN_SMALL_FILE_KIB, SMALL_FILE_BYTES};
-use crate::device::{self, Device};
+use crate::device::{self, Device, Platform};
 use crate::workload::Setup;
 use appflow_core::storage::{CurvePoint, ThroughputCurve};
 use appflow_core::{InputError, KIB, MIB};
@@ -137,6 +139,10 @@ pub struct DeviceSection {
     pub wmark_high_mib: Option<f64>,
     /// Threads of a launching app that reclaim at once.
     pub direct_reclaim_threads: Option<f64>,
+    /// kswapd's reclaim rate, in reclaiming threads.
+    pub kswapd_threads: Option<f64>,
+    /// "android15" or "linux".
+    pub platform: Option<String>,
     /// Readahead of the apps' large-file reads, KiB.
     pub readahead_kib: Option<u64>,
     /// The apps' large-file reads through the readahead, MiB/s (default:
@@ -495,6 +501,22 @@ pub fn device(f: &DeviceFile, file: &str) -> Result<LoadedDevice, InputError> {
             base.direct_reclaim_threads,
             64.0,
         )?,
+        kswapd_threads: pos(
+            "device.kswapd_threads",
+            s.kswapd_threads,
+            base.kswapd_threads,
+            64.0,
+        )?,
+        platform: match &s.platform {
+            None => base.platform,
+            Some(p) => Platform::parse(p).ok_or_else(|| {
+                err(
+                    file,
+                    "device.platform",
+                    format!("{p:?}: valid platforms: {}", Platform::NAMES.join(", ")),
+                )
+            })?,
+        },
         readahead_bytes: readahead,
         readahead_read_bytes_per_sec: mib_rate(
             "device.readahead_mib_per_sec",

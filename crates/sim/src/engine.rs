@@ -143,8 +143,10 @@ pub struct Counters {
     /// its kill reasons and ActivityManager's past its cached-process limit.
     pub kills_pressure: u64,
     /// Of those, per Android 15 reason ([`crate::android::KillReason::ALL`]
-    /// order; all 0 but under `android15`).
+    /// order; all 0 but on an Android 15 platform).
     pub kills_by_reason: [u64; 11],
+    /// Anonymous pages Android 15's CachedAppOptimizer paged out.
+    pub compacted_pages: u64,
     /// The memory state at the kills (by anyone): with free swap (zram and
     /// flash) below lmkd's `swap_free_low_percentage` (10 %) of its size;
     pub kills_swap_low: u64,
@@ -244,6 +246,10 @@ pub(crate) struct AppState {
     pub zcls: [u64; 3],
     /// What the app's current foreground window brought back, pages (ASAP's feedback).
     pub window: SwitchObservation,
+    /// Android 15: since when the app has been cached (adj 900 or more),
+    /// and whether CachedAppOptimizer has compacted it in this stay.
+    pub cached_since_us: Option<u64>,
+    pub compacted: bool,
 }
 
 impl AppState {
@@ -921,9 +927,14 @@ impl<'a> Sim<'a> {
                 && !self.scheduler_busy();
             if quiet && !self.blocked {
                 // Nothing changes until `end` (touches would find the
-                // standby set resident): jump.
-                self.now_us = end;
-                self.next_tick_us = end;
+                // standby set resident), or until Android 15 freezes and
+                // compacts a cached app: jump.
+                let to = self
+                    .next_compaction_us()
+                    .filter(|&t| t > self.now_us)
+                    .map_or(end, |t| t.min(end));
+                self.now_us = to;
+                self.next_tick_us = to;
                 self.sched_ticks();
             }
         }

@@ -21,6 +21,7 @@
 
 use crate::android;
 use crate::catalog::{Cells, CHUNKS};
+use crate::device::Platform;
 use crate::engine::{cells_sum, Holder, Sim, PSI_BUCKETS};
 use crate::peers::{COLD, HOT, WARM};
 use appflow_core::killer::{self, Candidate};
@@ -659,7 +660,7 @@ impl Sim<'_> {
             return;
         }
         let evicted = self.counters.evicted_file_pages + self.counters.evicted_anon_pages;
-        let (freed, _) = self.reclaim(target - free, budget_ms);
+        let (freed, _) = self.reclaim(target - free, budget_ms * self.dev.kswapd_threads);
         self.counters.kswapd_steal_pages +=
             self.counters.evicted_file_pages + self.counters.evicted_anon_pages - evicted;
         if freed == 0 || self.free_pages() >= target {
@@ -740,10 +741,10 @@ impl Sim<'_> {
     /// Android 15's ActivityManager gives them (`crate::android`): the
     /// foreground (and launching) app 0; the previous app 700 for a minute
     /// after it left the foreground; the other cached apps 900 + their LRU
-    /// rank. Under the simplified lmkd (every policy but `android15`) the
+    /// rank. Under the simplified platform (`android-simple`, or a Linux device) the
     /// previous app keeps 700 however long (it left the foreground "0 ms ago").
     pub(crate) fn oom_adjs(&self) -> impl Iterator<Item = (usize, i32)> + '_ {
-        let simple = self.pol.def.kernel != KernelVariant::Android15;
+        let simple = !self.android15();
         // The previous app left the foreground when the foreground app
         // came to it.
         let left_ms = if simple {
@@ -778,7 +779,7 @@ impl Sim<'_> {
     /// or the simplified lmkd's pressure.
     pub(crate) fn lmkd_pressure(&self) -> bool {
         let (some, full) = self.psi(10);
-        if self.pol.def.kernel != KernelVariant::Android15 {
+        if !self.android15() {
             return (some >= LMKD_PSI_SOME && self.swap_low()) || full >= LMKD_PSI_FULL;
         }
         let p = &self.lmkd_props;
@@ -876,12 +877,84 @@ impl Sim<'_> {
         }
     }
 
+    /// Whether the device's platform is Android 15 (lmkd's `mp_event_psi`,
+    /// ActivityManager) under this policy: the phone presets, but for
+    /// `android-simple`, which keeps the simplified model.
+    pub(crate) fn android15(&self) -> bool {
+        self.dev.platform == Platform::Android15 && self.pol.def.kernel != KernelVariant::SimpleLmkd
+    }
+
+    /// Android 15's CachedAppOptimizer: each app that has stayed cached
+    /// (adj 900 or more) past the freezer's debounce is frozen, and its
+    /// anonymous memory paged out to zram once per stay
+    /// ([`android::compaction_pages`]). It runs on system_server's own
+    /// thread, not the launching app's (its CPU is not charged to it), and
+    /// the page-out is taken at once: it is done seconds before the next
+    /// launch could need the memory.
+    fn cached_app_optimizer(&mut self) {
+        let now = self.now_us;
+        let adjs: Vec<(usize, i32)> = self.oom_adjs().collect();
+        for (a, adj) in adjs {
+            if adj < android::CACHED_APP_MIN_ADJ {
+                if self.st[a].cached_since_us.is_some() || self.st[a].compacted {
+                    self.st[a].cached_since_us = None;
+                    self.st[a].compacted = false;
+                }
+                continue;
+            }
+            let since = match self.st[a].cached_since_us {
+                Some(t) => t,
+                None => {
+                    self.mark_touched(a);
+                    self.st[a].cached_since_us = Some(now);
+                    now
+                }
+            };
+            if self.st[a].compacted {
+                continue;
+            }
+            let n = android::compaction_pages(
+                (now - since) / 1000,
+                self.st[a].anon_res,
+                self.swap_room(),
+                self.zram_cap + self.swap_cap,
+                &self.am_props,
+            );
+            if (now - since) / 1000 >= self.am_props.freezer_debounce_ms {
+                // Frozen: compacted now or never in this stay.
+                self.st[a].compacted = true;
+            }
+            if n > 0 {
+                let ms = self.lru_anon_ms_per_page();
+                self.evict_anon(n, Some(a), ms);
+                self.counters.compacted_pages += n;
+            }
+        }
+    }
+
+    /// When the next cached app is due to be frozen and compacted, µs
+    /// (Android 15 only): a quiet stretch may not be skipped past it.
+    pub(crate) fn next_compaction_us(&self) -> Option<u64> {
+        if !self.android15() || !self.am_props.use_compaction {
+            return None;
+        }
+        self.st
+            .iter()
+            .filter(|s| s.alive && !s.compacted)
+            .filter_map(|s| s.cached_since_us)
+            .map(|t| t + self.am_props.freezer_debounce_ms * 1000)
+            .min()
+    }
+
     /// The platform's killer: lmkd when the policy leaves killing to it,
     /// and the kernel's OOM killer when an allocation could not be met.
     pub(crate) fn kernel_kill_check(&mut self) {
         let forced = std::mem::take(&mut self.blocked) && self.last_kill_us != Some(self.now_us);
         let lmkd = self.pol.def.killer == KillerStrategy::Kernel;
-        let simple = self.pol.def.kernel != KernelVariant::Android15;
+        let simple = !self.android15();
+        if !simple {
+            self.cached_app_optimizer();
+        }
         let reason = if lmkd {
             if !forced && !simple {
                 self.android_kill_check();

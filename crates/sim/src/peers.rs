@@ -137,7 +137,7 @@ impl Sim<'_> {
             KernelVariant::Acclaim => high * ACCLAIM_BATCH_SCALE,
             KernelVariant::Refault => self.low_pages() + self.kswapd_batch_pages,
             KernelVariant::Stock
-            | KernelVariant::Android15
+            | KernelVariant::SimpleLmkd
             | KernelVariant::Pmr
             | KernelVariant::Ariadne => high,
         }

@@ -108,12 +108,12 @@ pub enum KernelVariant {
     /// `--kswapd-batch-kib`). On a real kernel the step is the watermark gap
     /// `vm.watermark_scale_factor` sets, no patch needed.
     Refault,
-    /// The stock kernel with Android 15's platform killers in place of the
-    /// simulator's simplified lmkd: lmkd's `mp_event_psi` kill reasons and
-    /// floors, ActivityManager's adj classes and cached-process limit
-    /// (the simulator's `android` module). A model of a phone's user space:
-    /// the testbed and the daemon run on the machine's own kernel.
-    Android15,
+    /// The stock kernel with the simulator's simplified platform in place
+    /// of the device's own (Android 15 on the phone presets: lmkd's
+    /// `mp_event_psi`, ActivityManager's adj classes and compaction; the
+    /// simulator's `android` module): one lmkd rule and no ActivityManager.
+    /// A model only, kept to compare against.
+    SimpleLmkd,
 }
 
 impl KernelVariant {
@@ -127,7 +127,7 @@ impl KernelVariant {
                 Some("Ariadne's hotness-aware zram with size-adaptive chunks")
             }
             KernelVariant::Refault => Some("a kswapd reclaim batch apart from the watermark gap"),
-            KernelVariant::Android15 => Some("Android 15's lmkd and ActivityManager, modelled"),
+            KernelVariant::SimpleLmkd => Some("the simulator's simplified lmkd, a model only"),
         }
     }
 }
@@ -213,7 +213,7 @@ macro_rules! registry {
 // One line per policy.
 registry!(
     stock,
-    android15,
+    android_simple,
     prefetch,
     acclaim,
     acclaim_prefetch,
