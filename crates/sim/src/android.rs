@@ -14,6 +14,12 @@
 //!   previous 700, cached 900-999 by LRU) and kills cached processes past
 //!   the cached-process limit (`OomAdjuster.updateAndTrimProcessLSP`,
 //!   `ActivityManagerConstants.CUR_MAX_CACHED_PROCESSES`).
+//!   Its `CachedAppOptimizer` freezes a process 10 s after it became
+//!   cached and then compacts it: its anonymous memory is paged out to
+//!   zram (`onProcessFrozen`, `resolveCompactionProfile`; read from
+//!   frameworks/base as of Android 15's cycle: compaction on by default,
+//!   the 10 s freezer debounce and the binder-freeze flags that cycle
+//!   added; the exact `android-15.0.0_r1` file was not at hand).
 //!
 //! This module is the decision only: pure functions of a sample of the
 //! simulated kernel's counters and of lmkd's own state, so that each rule
@@ -1021,5 +1027,34 @@ mod tests {
         assert_eq!(k, vec![2, 4]);
         // AOSP's 1024 never trims a phone's 60 apps.
         assert!(am_trim(&procs, &AmProps::default()).is_empty());
+    }
+
+    #[test]
+    fn compaction_pages_out_a_frozen_cached_app_unless_swap_is_low_or_it_is_small() {
+        let am = AmProps::default();
+        // 100 MiB resident (25,600 pages), about 1 GB of swap.
+        let (anon, total) = (25_600, 250_000);
+        // Cached for 9.999 s: not frozen yet (debounce 10 s).
+        assert_eq!(compaction_pages(9_999, anon, total / 2, total, &am), 0);
+        // Frozen: all of it (FULL = ANON with shared/code compaction off).
+        assert_eq!(compaction_pages(10_000, anon, total / 2, total, &am), anon);
+        // 19.9 % of swap free: FULL downgrades to SOME = NONE.
+        assert_eq!(
+            compaction_pages(10_000, anon, total * 199 / 1000, total, &am),
+            0
+        );
+        // Exactly 20 % free is not below the threshold.
+        assert_eq!(compaction_pages(10_000, anon, total / 5, total, &am), anon);
+        // 11,996 KB resident (2,999 pages) is under the 12,000 KB throttle;
+        // 3,000 pages (12,000 KB) is not.
+        assert_eq!(compaction_pages(10_000, 2_999, total, total, &am), 0);
+        assert_eq!(compaction_pages(10_000, 3_000, total, total, &am), 3_000);
+        // No swap, or compaction off: nothing.
+        assert_eq!(compaction_pages(10_000, anon, 0, 0, &am), 0);
+        let off = AmProps {
+            use_compaction: false,
+            ..AmProps::default()
+        };
+        assert_eq!(compaction_pages(10_000, anon, total, total, &off), 0);
     }
 }
