@@ -70,6 +70,9 @@ pub enum Workload {
     },
 }
 
+/// A day of simulated time, µs.
+const DAY_US: u64 = 86_400_000_000;
+
 /// Time an app is used after each scenario launch, µs.
 pub const SCENARIO_USE_US: u64 = 5_000_000;
 /// Settling time before the target launch (§6.1 "once the load is established"), µs.
@@ -874,6 +877,15 @@ pub fn policy_result(pol: &Policy, w: &Workload, models: &[AppModel], o: &Outcom
                 })
                 .count();
             extra.insert("gb_scale_cold_launches".into(), json!(gb_cold));
+            // The AppFlow paper §1's "frozen-app moments": launches past
+            // the 1 s usability cliff, "up to 7 times per day in our
+            // 100-day tests" (stock). Per 24 h of simulated time.
+            let mut per_day: BTreeMap<u64, u64> = BTreeMap::new();
+            for r in o.measured.iter().filter(|r| r.latency_ms > 1000.0) {
+                *per_day.entry(r.at_us / DAY_US).or_default() += 1;
+            }
+            let max = per_day.values().copied().max().unwrap_or(0);
+            extra.insert("launches_over_1s_per_day_max".into(), json!(max));
         }
     }
     let _ = pol;
