@@ -334,6 +334,10 @@ pub struct Sim<'a> {
     pub(crate) lmkd: crate::android::Lmkd,
     pub(crate) lmkd_props: crate::android::LmkdProps,
     pub(crate) am_props: crate::android::AmProps,
+    /// CachedAppOptimizer's compaction thread: the apps it is paging out,
+    /// in order, with the pages left of each, and when it last ran.
+    pub(crate) compacting: std::collections::VecDeque<(usize, u64)>,
+    pub(crate) compact_clock_us: u64,
     pub(crate) psi_some: [f64; PSI_BUCKETS],
     pub(crate) psi_full: [f64; PSI_BUCKETS],
     pub(crate) psi_bucket: u64,
@@ -489,6 +493,8 @@ impl<'a> Sim<'a> {
             lmkd: crate::android::Lmkd::new(&crate::android::LmkdProps::pixel()),
             lmkd_props: crate::android::LmkdProps::pixel(),
             am_props: crate::android::AmProps::default(),
+            compacting: std::collections::VecDeque::new(),
+            compact_clock_us: 0,
             psi_some: [0.0; PSI_BUCKETS],
             psi_full: [0.0; PSI_BUCKETS],
             psi_bucket: 0,
@@ -1099,6 +1105,8 @@ impl<'a> Sim<'a> {
         self.blocked = false;
         self.last_kill_us = None;
         self.lmkd = crate::android::Lmkd::new(&self.lmkd_props);
+        self.compacting.clear();
+        self.compact_clock_us = self.now_us;
         self.psi_some = [0.0; PSI_BUCKETS];
         self.psi_full = [0.0; PSI_BUCKETS];
         self.psi_last_bucket = None;

@@ -887,12 +887,16 @@ impl Sim<'_> {
     /// Android 15's CachedAppOptimizer: each app that has stayed cached
     /// (adj 900 or more) past the freezer's debounce is frozen, and its
     /// anonymous memory paged out to zram once per stay
-    /// ([`android::compaction_pages`]). It runs on system_server's own
-    /// thread, not the launching app's (its CPU is not charged to it), and
-    /// the page-out is taken at once: it is done seconds before the next
-    /// launch could need the memory.
+    /// ([`android::compaction_pages`]). One thread of system_server does
+    /// it, an app at a time, at the device's page-out cost per page (not
+    /// the launching app's CPU); an app that leaves the cached range has
+    /// its compaction cancelled (`cancelCompactionForProcess`,
+    /// OOM_IMPROVEMENT), and a page-out stops where zram is full.
     fn cached_app_optimizer(&mut self) {
         let now = self.now_us;
+        let ms_per_page = self.lru_anon_ms_per_page();
+        let elapsed_ms = now.saturating_sub(self.compact_clock_us) as f64 / 1000.0;
+        self.compact_clock_us = now;
         let adjs: Vec<(usize, i32)> = self.oom_adjs().collect();
         for (a, adj) in adjs {
             if adj < android::CACHED_APP_MIN_ADJ {
@@ -910,33 +914,56 @@ impl Sim<'_> {
                     now
                 }
             };
-            if self.st[a].compacted {
+            let cached_ms = (now - since) / 1000;
+            if self.st[a].compacted || cached_ms < self.am_props.freezer_debounce_ms {
                 continue;
             }
+            // Frozen: compacted now or never in this stay.
+            self.st[a].compacted = true;
             let n = android::compaction_pages(
-                (now - since) / 1000,
+                cached_ms,
                 self.st[a].anon_res,
                 self.swap_room(),
                 self.zram_cap + self.swap_cap,
                 &self.am_props,
             );
-            if (now - since) / 1000 >= self.am_props.freezer_debounce_ms {
-                // Frozen: compacted now or never in this stay.
-                self.st[a].compacted = true;
-            }
             if n > 0 {
-                let ms = self.lru_anon_ms_per_page();
-                self.evict_anon(n, Some(a), ms);
-                self.counters.compacted_pages += n;
+                self.compacting.push_back((a, n));
+            }
+        }
+        // The thread's work since it last ran, oldest request first.
+        let mut budget = (elapsed_ms / ms_per_page.max(1e-9)) as u64;
+        while let Some(&(a, left)) = self.compacting.front() {
+            let s = &self.st[a];
+            if !s.alive || s.cached_since_us.is_none() || self.swap_room() == 0 {
+                self.compacting.pop_front();
+                continue;
+            }
+            if budget == 0 {
+                break;
+            }
+            let want = left.min(budget).min(s.anon_res);
+            let (got, _, _) = self.evict_anon(want, Some(a), ms_per_page);
+            self.counters.compacted_pages += got;
+            budget -= want;
+            if got < want || want == left || self.st[a].anon_res == 0 {
+                self.compacting.pop_front();
+            } else if let Some(front) = self.compacting.front_mut() {
+                front.1 = left - want;
             }
         }
     }
 
-    /// When the next cached app is due to be frozen and compacted, µs
-    /// (Android 15 only): a quiet stretch may not be skipped past it.
+    /// When CachedAppOptimizer next has work, µs (Android 15 only): the
+    /// end of the page-out in progress, or the next cached app's freeze.
+    /// A quiet stretch may not be skipped past it.
     pub(crate) fn next_compaction_us(&self) -> Option<u64> {
         if !self.android15() || !self.am_props.use_compaction {
             return None;
+        }
+        if let Some(&(_, left)) = self.compacting.front() {
+            let ms = left as f64 * self.lru_anon_ms_per_page();
+            return Some(self.now_us + (ms * 1000.0).ceil().max(1.0) as u64);
         }
         self.st
             .iter()

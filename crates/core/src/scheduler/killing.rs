@@ -42,6 +42,7 @@ impl Scheduler {
             psi_some_window: self.psi_some_window(s),
             last_kill_ms: self.last_kill_ms,
             reaped_settle_until_below: self.reaped_settle_until_below,
+            launch_need_bytes: self.launches_remaining_bytes(),
         }
     }
 
