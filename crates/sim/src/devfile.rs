@@ -856,6 +856,8 @@ use_ms = 0
         let base = device::device("pixel8-6gb").unwrap();
         assert_eq!(d.device.cpu_scale, base.cpu_scale);
         assert_eq!(d.device.readahead_bytes, base.readahead_bytes);
+        assert_eq!(d.device.platform, Platform::Android15);
+        assert_eq!(d.device.kswapd_threads, base.kswapd_threads);
         let a = apps(&f, "dev.toml").unwrap().unwrap();
         assert_eq!(a.apps.len(), 2);
         assert_eq!(a.apps[0].class, AppClass::GbScale);
@@ -865,6 +867,26 @@ use_ms = 0
         assert_eq!(a.setup.background[2], Some(vec!["chat".to_string()]));
         assert_eq!(a.setup.settle_us, 1_500_000);
         assert_eq!(a.setup.use_us, 0);
+    }
+
+    #[test]
+    fn the_platform_and_kswapd_rate_are_read_and_checked() {
+        let with =
+            |extra: &str| GOOD.replace("dram_mib = 1024\n", &format!("dram_mib = 1024\n{extra}\n"));
+        let f = parse(
+            &with("platform = \"linux\"\nkswapd_threads = 1.0"),
+            "dev.toml",
+        )
+        .unwrap();
+        let d = device(&f, "dev.toml").unwrap().device;
+        assert_eq!((d.platform, d.kswapd_threads), (Platform::Linux, 1.0));
+        let e = dev_err(&with("platform = \"ios\""));
+        assert!(
+            e.contains("`device.platform`") && e.contains("android15, linux"),
+            "{e}"
+        );
+        let e = dev_err(&with("kswapd_threads = 0"));
+        assert!(e.contains("`device.kswapd_threads`"), "{e}");
     }
 
     #[test]
