@@ -510,6 +510,18 @@ pub fn stall_percent(prev_total_us: u64, now_total_us: u64, elapsed_ms: u64) -> 
 /// above `trigger_capacity_psi_some_avg10` is a trigger too (a *capacity
 /// stall*).
 pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reason> {
+    let low = (p.avail_bytes as f64) < cfg.trigger_avail_fraction * p.total_bytes as f64;
+    let used = (p.anon_bytes + p.file_bytes).max(1) as f64;
+    let anon_bound = p.anon_bytes as f64 / used > cfg.trigger_anon_share;
+    let swap_full = p.swap_total_bytes == 0
+        || (p.swap_free_bytes as f64) < cfg.trigger_swap_free_fraction * p.swap_total_bytes as f64;
+    // A launch that needs more than is available while anonymous reclaim is
+    // at its capacity blocks on an allocation nothing can meet: the kill
+    // comes before it does. Swap can be full with memory not yet low:
+    // Android 15's ActivityManager pages frozen cached apps out to zram
+    // (docs/sim.md, "The Android 15 baseline"); without this, the simulated
+    // Pixel 7 6 GB met its OOM killer in 5 of 48 users' launches.
+    let launch_short = anon_bound && swap_full && p.launch_need_bytes > p.avail_bytes;
     if let Some(t) = p.last_kill_ms {
         // A reaped victim's memory is back already. Waiting the settle time
         // lets reclaim catch up with the demand; once available memory has
@@ -519,21 +531,20 @@ pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reas
         // next kill must not wait (lmkd's kill timeout likewise covers only
         // a victim not yet reaped). Without it a launch allocating faster
         // than reclaim drove the simulated kernel to its OOM killer within
-        // the settle time (docs/killer.md).
+        // the settle time (docs/killer.md). Nor does a launch still short
+        // after a reaped kill wait: no reclaim can catch up with it.
         let critical = (cfg.trigger_avail_fraction * p.total_bytes as f64 / 2.0) as u64;
-        let outran = p
-            .reaped_settle_until_below
-            .is_some_and(|level| p.avail_bytes < level.min(critical));
-        let settle = if outran { 0 } else { cfg.settle_ms };
+        let reaped = p.reaped_settle_until_below;
+        let outran = reaped.is_some_and(|level| p.avail_bytes < level.min(critical));
+        let settle = if outran || (launch_short && reaped.is_some()) {
+            0
+        } else {
+            cfg.settle_ms
+        };
         if p.now_ms.saturating_sub(t) < settle {
             return Err(Reason::KillWaitingForMemory);
         }
     }
-    let low = (p.avail_bytes as f64) < cfg.trigger_avail_fraction * p.total_bytes as f64;
-    let used = (p.anon_bytes + p.file_bytes).max(1) as f64;
-    let anon_bound = p.anon_bytes as f64 / used > cfg.trigger_anon_share;
-    let swap_full = p.swap_total_bytes == 0
-        || (p.swap_free_bytes as f64) < cfg.trigger_swap_free_fraction * p.swap_total_bytes as f64;
     let stalled = p.psi_some_avg10 > cfg.trigger_psi_some_avg10;
     let stall = p.psi_some_window.unwrap_or(p.psi_some_avg10);
     let window_after_kill = p
@@ -541,13 +552,6 @@ pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reas
         .is_none_or(|t| p.now_ms.saturating_sub(t) >= cfg.capacity_stall_window_ms);
     let capacity_stall =
         anon_bound && swap_full && stall > cfg.trigger_capacity_psi_some_avg10 && window_after_kill;
-    // A launch that needs more than is available while anonymous reclaim is
-    // at its capacity blocks on an allocation nothing can meet: the kill
-    // comes before it does. Swap can be full with memory not yet low:
-    // Android 15's ActivityManager pages frozen cached apps out to zram
-    // (docs/sim.md, "The Android 15 baseline"); without this, the simulated
-    // Pixel 7 6 GB met its OOM killer in 5 of 48 users' launches.
-    let launch_short = anon_bound && swap_full && p.launch_need_bytes > p.avail_bytes;
     if (low && anon_bound && (swap_full || stalled)) || capacity_stall || launch_short {
         Ok(Reason::KillHighestNetFreed)
     } else {
@@ -640,8 +644,17 @@ mod tests {
         // Needing what is available, it would not.
         p.launch_need_bytes = 2048 * MIB;
         assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
-        // With swap room the kernel pages out instead.
+        // Just after a kill whose memory is back, still short: no settle
+        // (nothing but another kill can help); a victim not yet reaped is
+        // waited for.
         p.launch_need_bytes = 2560 * MIB;
+        p.last_kill_ms = Some(p.now_ms - 50);
+        p.reaped_settle_until_below = Some(2048 * MIB);
+        assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillHighestNetFreed));
+        p.reaped_settle_until_below = None;
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillWaitingForMemory));
+        // With swap room the kernel pages out instead.
+        p.last_kill_ms = None;
         p.swap_free_bytes = 600 * MIB;
         assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
     }

@@ -48,6 +48,9 @@ pub use crate::launch::{LaunchKind, STEP_US};
 pub const IDLE_STEP_US: u64 = 10_000_000;
 /// Idle steps per growth span while an app grows ([`Sim::idle_step_us`]).
 const GROWTH_STEPS: u64 = 20;
+/// Most freezes and compaction steps taken within one quiet stretch (a
+/// bound on the loop, far above the apps a device holds).
+const COMPACTIONS_PER_JUMP: usize = 4096;
 /// Background footprints grow 30-50 % over baseline (the AppFlow paper §4.3) over this long (assumption).
 pub const GROWTH_US: u64 = 30 * 60 * 1_000_000;
 
@@ -338,6 +341,8 @@ pub struct Sim<'a> {
     /// in order, with the pages left of each, and when it last ran.
     pub(crate) compacting: std::collections::VecDeque<(usize, u64)>,
     pub(crate) compact_clock_us: u64,
+    /// When it next reads the adj classes.
+    pub(crate) compact_scan_us: u64,
     pub(crate) psi_some: [f64; PSI_BUCKETS],
     pub(crate) psi_full: [f64; PSI_BUCKETS],
     pub(crate) psi_bucket: u64,
@@ -495,6 +500,7 @@ impl<'a> Sim<'a> {
             am_props: crate::android::AmProps::default(),
             compacting: std::collections::VecDeque::new(),
             compact_clock_us: 0,
+            compact_scan_us: 0,
             psi_some: [0.0; PSI_BUCKETS],
             psi_full: [0.0; PSI_BUCKETS],
             psi_bucket: 0,
@@ -933,14 +939,19 @@ impl<'a> Sim<'a> {
                 && !self.scheduler_busy();
             if quiet && !self.blocked {
                 // Nothing changes until `end` (touches would find the
-                // standby set resident), or until Android 15 freezes and
-                // compacts a cached app: jump.
-                let to = self
-                    .next_compaction_us()
-                    .filter(|&t| t > self.now_us)
-                    .map_or(end, |t| t.min(end));
-                self.now_us = to;
-                self.next_tick_us = to;
+                // standby set resident) but Android 15's freezes and
+                // compactions, which need no step of their own.
+                for _ in 0..COMPACTIONS_PER_JUMP {
+                    match self.next_compaction_us() {
+                        Some(t) if t > self.now_us && t <= end => {
+                            self.now_us = t;
+                            self.cached_app_optimizer(true);
+                        }
+                        _ => break,
+                    }
+                }
+                self.now_us = end;
+                self.next_tick_us = end;
                 self.sched_ticks();
             }
         }
@@ -1107,6 +1118,7 @@ impl<'a> Sim<'a> {
         self.lmkd = crate::android::Lmkd::new(&self.lmkd_props);
         self.compacting.clear();
         self.compact_clock_us = self.now_us;
+        self.compact_scan_us = self.now_us;
         self.psi_some = [0.0; PSI_BUCKETS];
         self.psi_full = [0.0; PSI_BUCKETS];
         self.psi_last_bucket = None;

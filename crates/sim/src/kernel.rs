@@ -109,6 +109,10 @@ pub(crate) fn take_cells(c: &mut Cells, n: u64) -> u64 {
     taken
 }
 
+/// How often CachedAppOptimizer's model reads the adj classes, µs of
+/// simulated time (the scheduler's tick).
+const COMPACT_SCAN_US: u64 = 100_000;
+
 impl Sim<'_> {
     // ------------------------------------------------------------------
     // Accounting
@@ -892,12 +896,21 @@ impl Sim<'_> {
     /// the launching app's CPU); an app that leaves the cached range has
     /// its compaction cancelled (`cancelCompactionForProcess`,
     /// OOM_IMPROVEMENT), and a page-out stops where zram is full.
-    fn cached_app_optimizer(&mut self) {
+    ///
+    /// The adj classes are read at most once per [`COMPACT_SCAN_US`] of
+    /// simulated time (a cached app's freeze is then late by less than
+    /// that, against a 10 s debounce), unless `scan` asks for it.
+    pub(crate) fn cached_app_optimizer(&mut self, scan: bool) {
         let now = self.now_us;
         let ms_per_page = self.lru_anon_ms_per_page();
         let elapsed_ms = now.saturating_sub(self.compact_clock_us) as f64 / 1000.0;
         self.compact_clock_us = now;
-        let adjs: Vec<(usize, i32)> = self.oom_adjs().collect();
+        let adjs: Vec<(usize, i32)> = if scan || now >= self.compact_scan_us {
+            self.compact_scan_us = now + COMPACT_SCAN_US;
+            self.oom_adjs().collect()
+        } else {
+            Vec::new()
+        };
         for (a, adj) in adjs {
             if adj < android::CACHED_APP_MIN_ADJ {
                 if self.st[a].cached_since_us.is_some() || self.st[a].compacted {
@@ -980,7 +993,7 @@ impl Sim<'_> {
         let lmkd = self.pol.def.killer == KillerStrategy::Kernel;
         let simple = !self.android15();
         if !simple {
-            self.cached_app_optimizer();
+            self.cached_app_optimizer(false);
         }
         let reason = if lmkd {
             if !forced && !simple {

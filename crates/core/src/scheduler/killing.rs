@@ -42,7 +42,17 @@ impl Scheduler {
             psi_some_window: self.psi_some_window(s),
             last_kill_ms: self.last_kill_ms,
             reaped_settle_until_below: self.reaped_settle_until_below,
-            launch_need_bytes: self.launches_remaining_bytes(),
+            // Read only where the trigger looks at it (swap at its bound,
+            // a launch on): it walks every app's profile.
+            launch_need_bytes: if self.any_launching()
+                && (s.swap_total_bytes == 0
+                    || (s.swap_free_bytes as f64)
+                        < self.cfg.killer.trigger_swap_free_fraction * s.swap_total_bytes as f64)
+            {
+                self.launches_remaining_bytes()
+            } else {
+                0
+            },
         }
     }
 
