@@ -103,6 +103,13 @@ impl Default for KillerConfig {
 }
 
 impl KillerConfig {
+    /// Whether anonymous reclaim is at its capacity bound: no swap, or free
+    /// swap under `trigger_swap_free_fraction` of it.
+    pub fn swap_at_bound(&self, swap_total_bytes: u64, swap_free_bytes: u64) -> bool {
+        swap_total_bytes == 0
+            || (swap_free_bytes as f64) < self.trigger_swap_free_fraction * swap_total_bytes as f64
+    }
+
     /// Checks the fields (finite fractions in [0, 1], bounded times); the
     /// error names the field.
     pub fn validate(&self) -> Result<(), String> {
@@ -513,8 +520,7 @@ pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reas
     let low = (p.avail_bytes as f64) < cfg.trigger_avail_fraction * p.total_bytes as f64;
     let used = (p.anon_bytes + p.file_bytes).max(1) as f64;
     let anon_bound = p.anon_bytes as f64 / used > cfg.trigger_anon_share;
-    let swap_full = p.swap_total_bytes == 0
-        || (p.swap_free_bytes as f64) < cfg.trigger_swap_free_fraction * p.swap_total_bytes as f64;
+    let swap_full = cfg.swap_at_bound(p.swap_total_bytes, p.swap_free_bytes);
     // A launch that needs more than is available while anonymous reclaim is
     // at its capacity blocks on an allocation nothing can meet: the kill
     // comes before it does. Swap can be full with memory not yet low:
@@ -568,8 +574,7 @@ pub fn last_resort_allowed(cfg: &KillerConfig, p: &PressureState) -> bool {
     let low = (p.avail_bytes as f64) < cfg.trigger_avail_fraction * p.total_bytes as f64;
     let used = (p.anon_bytes + p.file_bytes).max(1) as f64;
     let anon_bound = p.anon_bytes as f64 / used > cfg.trigger_anon_share;
-    let swap_full = p.swap_total_bytes == 0
-        || (p.swap_free_bytes as f64) < cfg.trigger_swap_free_fraction * p.swap_total_bytes as f64;
+    let swap_full = cfg.swap_at_bound(p.swap_total_bytes, p.swap_free_bytes);
     low && anon_bound && swap_full
 }
 

@@ -45,9 +45,10 @@ impl Scheduler {
             // Read only where the trigger looks at it (swap at its bound,
             // a launch on): it walks every app's profile.
             launch_need_bytes: if self.any_launching()
-                && (s.swap_total_bytes == 0
-                    || (s.swap_free_bytes as f64)
-                        < self.cfg.killer.trigger_swap_free_fraction * s.swap_total_bytes as f64)
+                && self
+                    .cfg
+                    .killer
+                    .swap_at_bound(s.swap_total_bytes, s.swap_free_bytes)
             {
                 self.launches_remaining_bytes()
             } else {
