@@ -282,9 +282,15 @@ pub struct DetectSection {
     /// usability threshold, `appflow_core::detect::DEFAULT_QUIET_MS`);
     /// lengthened per app to its profile's longest pause.
     pub quiet_ms: u64,
-    /// Record each detected launch (fanotify + page-cache residency, as
-    /// `appflow record`) and merge it into the app's stored profile.
+    /// Record detected launches (fanotify + page-cache residency, as
+    /// `appflow record`) and merge them into the app's stored profile.
     pub learn_profiles: bool,
+    /// Once an app's profile is settled (its latest recorded launch read
+    /// what the profile held, `appflow_core::profile::SETTLED_CHANGE_PERMILLE`),
+    /// record only one launch in this many (0 or 1: every launch). Default
+    /// [`appflow_core::profile::HISTORY_LAUNCHES`]: one recording per
+    /// window of the majority rule.
+    pub relearn_every: u32,
 }
 
 impl Default for DetectSection {
@@ -295,6 +301,7 @@ impl Default for DetectSection {
             quiet_cpu_permille: appflow_core::detect::DEFAULT_QUIET_CPU_PERMILLE,
             quiet_ms: appflow_core::detect::DEFAULT_QUIET_MS,
             learn_profiles: true,
+            relearn_every: appflow_core::profile::HISTORY_LAUNCHES,
         }
     }
 }

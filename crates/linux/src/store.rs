@@ -357,6 +357,18 @@ impl ProfileStore {
         self.save(&p)?;
         Ok(p)
     }
+
+    /// Counts a launch of `app` that was not recorded (its profile is
+    /// settled; `LaunchProfile::records_next_launch`). No profile: nothing
+    /// to count.
+    pub fn note_unrecorded(&self, app: &str) -> Result<Option<LaunchProfile>, StoreError> {
+        let Some(mut p) = self.load(app)? else {
+            return Ok(None);
+        };
+        p.unrecorded_launches = p.unrecorded_launches.saturating_add(1);
+        self.save(&p)?;
+        Ok(Some(p))
+    }
 }
 
 /// Loads the killer's reuse predictor from `<state_dir>/usage.json`

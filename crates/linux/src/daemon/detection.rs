@@ -31,7 +31,7 @@ use appflow_core::profile::LaunchProfile;
 use appflow_core::storage::ThroughputCurve;
 use appflow_core::InputError;
 use nix::sys::eventfd::{EfdFlags, EventFd};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,6 +59,12 @@ pub enum Action {
     },
     /// Every process of the app exited.
     Exited {
+        /// App.
+        app: String,
+    },
+    /// A launch left unrecorded (a settled profile) ended; count it in
+    /// the app's profile.
+    NotRecorded {
         /// App.
         app: String,
     },
@@ -102,6 +108,9 @@ pub struct DetectStats {
     /// Launches not recorded: another recording was running, or the watch
     /// could not start.
     pub not_recorded: u64,
+    /// Launches of apps with a settled profile left unrecorded
+    /// (`detect.relearn_every`).
+    pub settled: u64,
     /// Recordings discarded (timed out, or the recorder failed).
     pub discarded: u64,
 }
@@ -157,34 +166,35 @@ impl Reader {
         }
     }
 
-    /// Reads a process; a matched process outside the domain is returned
-    /// blank (it is not an app of this domain) with `false`.
-    fn read(&self, pid: u32) -> (Obs, bool) {
+    /// Reads a process, with the declared app it matches; a matched
+    /// process outside the domain is returned blank (it is not an app of
+    /// this domain) with none.
+    fn read(&self, pid: u32) -> (Obs, Option<usize>) {
         let mut o = Obs::default();
         self.read_names(pid, &mut o);
         if self.by_cgroup {
             o.cgroup = self.cgroup_text(pid);
         }
-        if self.matchers.match_process(&o.view()).is_none() {
-            return (o, false);
-        }
+        let Some(app) = self.matchers.match_process(&o.view()) else {
+            return (o, None);
+        };
         if let Some(d) = &self.domain {
             if o.cgroup.is_none() {
                 o.cgroup = self.cgroup_text(pid);
             }
             if !o.cgroup.as_deref().is_some_and(|t| in_memory_cgroup(t, d)) {
-                return (Obs::default(), false);
+                return (Obs::default(), None);
             }
         }
-        (o, true)
+        (o, Some(app))
     }
 
     /// What the listener reads about an exec'ed process: `None` when a
     /// cgroup domain's process is outside it (the domain's cgroup is read
     /// first, so the rest of the machine's execs cost one read, not the
     /// three of stat, exe and command line); else the observation and
-    /// whether a declared app matches it.
-    fn read_exec(&self, pid: u32) -> Option<(Obs, bool)> {
+    /// the declared app it matches.
+    fn read_exec(&self, pid: u32) -> Option<(Obs, Option<usize>)> {
         let Some(d) = &self.domain else {
             return Some(self.read(pid));
         };
@@ -197,7 +207,7 @@ impl Reader {
             ..Obs::default()
         };
         self.read_names(pid, &mut o);
-        let matched = self.matchers.match_process(&o.view()).is_some();
+        let matched = self.matchers.match_process(&o.view());
         Some((o, matched))
     }
 }
@@ -245,7 +255,7 @@ fn listen(
     reader: Reader,
     tx: mpsc::Sender<Msg>,
     (stop, watching, wake): (Arc<AtomicBool>, Arc<AtomicBool>, Arc<EventFd>),
-    learn: bool,
+    learn: Learning,
     origin_mono_ns: u64,
     on_app_exec: Arc<dyn Fn() + Send + Sync>,
 ) {
@@ -299,6 +309,8 @@ fn listen(
                     let Some((obs, matched)) = reader.read_exec(tgid) else {
                         continue;
                     };
+                    let record = matched.is_some_and(|i| learn.records(reader.matchers.name(i)));
+                    let matched = matched.is_some();
                     // One read of /proc/PID/stat for both identity and parent.
                     let Ok(stat) = readers::read_stat(&reader.proc_root, tgid) else {
                         continue; // gone already; its exit follows
@@ -306,8 +318,7 @@ fn listen(
                     let (start_time, ppid) = (stat.start_time, stat.ppid);
                     app_exec = matched;
                     // Start recording at once (one recording at a time).
-                    let watch = if matched
-                        && learn
+                    let watch = if record
                         && watching
                             .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
                             .is_ok()
@@ -350,6 +361,22 @@ struct Recorder {
     watch: LaunchWatch,
 }
 
+/// Which launches are recorded (shared with the listener thread, which
+/// starts a watch at the exec): none without `detect.learn_profiles`; else
+/// every launch but those of apps whose settled profile skips this one
+/// (`LaunchProfile::records_next_launch`, updated with the profiles).
+#[derive(Clone)]
+struct Learning {
+    on: bool,
+    skip: Arc<std::sync::Mutex<BTreeSet<String>>>,
+}
+
+impl Learning {
+    fn records(&self, app: &str) -> bool {
+        self.on && !self.skip.lock().map(|s| s.contains(app)).unwrap_or(false)
+    }
+}
+
 /// The daemon's launch detection (one per daemon, owned by the loop).
 pub struct Detection {
     detector: Detector,
@@ -361,7 +388,12 @@ pub struct Detection {
     /// Launches to record: (app, exec'ed pid), matched with the listener's
     /// watches or started late.
     want_watch: Vec<(String, u32)>,
-    learn: bool,
+    learn: Learning,
+    /// `detect.relearn_every`.
+    relearn_every: u32,
+    /// Apps launching now whose launch is not recorded (their profile is
+    /// settled): counted in the profile when the launch ends.
+    unrecorded: BTreeSet<String>,
     base: ReadinessConfig,
     tick_ms: u64,
     prev_demand: BTreeMap<String, BTreeMap<u32, DemandCounters>>,
@@ -418,6 +450,8 @@ pub struct DetectSetup<'a> {
     pub tick_ms: u64,
     /// `detect.learn_profiles`, and not a dry run.
     pub learn: bool,
+    /// `detect.relearn_every`.
+    pub relearn_every: u32,
     /// The storage curve (calibration or default).
     pub curve: &'a ThroughputCurve,
     /// The daemon's clock origin (its ms are since then).
@@ -487,6 +521,10 @@ impl Detection {
         };
         let detector = Detector::new(matchers, base)?;
         let watching = Arc::new(AtomicBool::new(false));
+        let learn = Learning {
+            on: s.learn,
+            skip: Default::default(),
+        };
         let (source, name) = match ProcEvents::open() {
             Ok(ev) => {
                 if let Err(e) = ev.drop_thread_events() {
@@ -499,7 +537,8 @@ impl Detection {
                         .map_err(|e| InputError::new(format!("detection thread: eventfd: {e}")))?,
                 );
                 let flags = (stop.clone(), watching.clone(), wake.clone());
-                let (r, learn, on_app_exec) = (reader.clone(), s.learn, s.on_app_exec.clone());
+                let (r, learn, on_app_exec) =
+                    (reader.clone(), learn.clone(), s.on_app_exec.clone());
                 let origin_mono_ns = monotonic_ns()
                     .saturating_sub(s.origin.elapsed().as_nanos().min(u64::MAX as u128) as u64);
                 let handle = std::thread::Builder::new()
@@ -529,7 +568,9 @@ impl Detection {
             watching,
             recording: None,
             want_watch: Vec::new(),
-            learn: s.learn,
+            learn,
+            relearn_every: s.relearn_every,
+            unrecorded: BTreeSet::new(),
             base,
             tick_ms: s.tick_ms,
             prev_demand: BTreeMap::new(),
@@ -579,7 +620,16 @@ impl Detection {
 
     /// Per-app quiet windows from the profiles (a pause the app is known
     /// to make while launching is not its readiness).
+    /// Also which apps' next launch goes unrecorded
+    /// (`LaunchProfile::records_next_launch`).
     pub fn set_profiles(&mut self, profiles: &[LaunchProfile]) {
+        if let Ok(mut skip) = self.learn.skip.lock() {
+            *skip = profiles
+                .iter()
+                .filter(|p| !p.records_next_launch(self.relearn_every))
+                .map(|p| p.app.clone())
+                .collect();
+        }
         for p in profiles {
             let mut cfg = self.base;
             cfg.timeout_ms = appflow_core::detect::launch_timeout_ms(self.base.timeout_ms, Some(p));
@@ -894,8 +944,11 @@ impl Detection {
                         .insert(app.clone(), (at_ms, now_ms.saturating_sub(at_ms)));
                     self.first_byte.remove(&app);
                     self.prev_demand.remove(&app);
-                    if self.learn {
+                    if self.learn.records(&app) {
                         self.want_watch.push((app.clone(), pid));
+                    } else if self.learn.on {
+                        self.stats.settled += 1;
+                        self.unrecorded.insert(app.clone());
                     }
                     if inferred {
                         let start_time = self.detector.start_time_of(pid).unwrap_or(0);
@@ -912,6 +965,9 @@ impl Detection {
                     latency_ms,
                 } => {
                     self.prev_demand.remove(&app);
+                    if self.unrecorded.remove(&app) {
+                        out.push(Action::NotRecorded { app: app.clone() });
+                    }
                     // An app whose processes all exit during its launch did
                     // its work: a batch app (a conversion, a query, a
                     // render) is ready when it exits.

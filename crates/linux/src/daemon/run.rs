@@ -876,6 +876,7 @@ impl Runtime {
                 launch_timeout_ms: cfg.daemon.launch_timeout_ms,
                 tick_ms: cfg.daemon.tick_ms,
                 learn: cfg.detect.learn_profiles && !dry,
+                relearn_every: cfg.detect.relearn_every,
                 curve: &curve_for_detection,
                 origin: start,
                 on_app_exec,
@@ -886,6 +887,7 @@ impl Runtime {
                 quiet_floor_pages_per_s = r.quiet_floor_pages_per_s,
                 quiet_ms = r.quiet_ms,
                 learn = cfg.detect.learn_profiles && !dry,
+                relearn_every = cfg.detect.relearn_every,
                 "launch detection on"
             );
             Some(d)
@@ -1136,6 +1138,25 @@ impl Runtime {
                     (super::EventKind::Launched, app, None)
                 }
                 Action::Exited { app } => (super::EventKind::Exit, app, None),
+                Action::NotRecorded { app } => {
+                    // Counted once the launch is over (off its path), so
+                    // that a settled profile is recorded again in time.
+                    match self.store.note_unrecorded(&app) {
+                        Ok(Some(p)) => {
+                            tracing::info!(
+                                app,
+                                unrecorded = p.unrecorded_launches,
+                                relearn_every = self.cfg.detect.relearn_every,
+                                "launch not recorded: the profile is settled"
+                            );
+                            self.profiles_stamp = None;
+                            self.reload_profiles();
+                        }
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!(app, error = %e, "unrecorded launch not counted"),
+                    }
+                    continue;
+                }
                 Action::Recorded { app, recording } => {
                     let s = &recording.summary;
                     match self.store.record(&app, &recording.observation) {
