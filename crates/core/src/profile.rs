@@ -29,7 +29,7 @@ pub const HISTORY_TIMESTAMPS: usize = 64;
 /// replaces a library or a model moves far more. Recording a launch costs
 /// that launch more than streaming a 5 % stale profile does: the fanotify
 /// watch made the ML app 1.6 s slower, 8.7 s against 7.1 s
-/// (docs/daemon.md, "Learning").
+/// (docs/daemon.md, "Learning stops once the profile settles").
 pub const SETTLED_CHANGE_PERMILLE: u64 = 50;
 
 /// A half-open byte range `[start, end)`.

@@ -381,7 +381,11 @@ fn warm_launches_teach_the_profile_what_the_app_reads() {
         eprintln!("SKIPPED: {r}");
         return;
     }
-    let (bed, d) = Bed::new("", "[preload]\nenabled = false\n");
+    // Every launch recorded (`relearn_every` 1), settled or not.
+    let (bed, d) = Bed::new(
+        "",
+        "[preload]\nenabled = false\n[detect]\nrelearn_every = 1\n",
+    );
     // Every file cached before the first launch.
     for f in app_files(&bed.scratch.0.join("app")) {
         std::fs::read(&f).unwrap();
@@ -419,6 +423,54 @@ fn warm_launches_teach_the_profile_what_the_app_reads() {
     assert!(prof.relaunch_footprint_bytes > 0, "baseline 0");
     drop(d);
     drop(bed);
+}
+
+/// Once a recorded launch reads what the profile holds, the profile is
+/// settled and only one launch in `relearn_every` is recorded: the others
+/// are counted (in `detect.stats.settled` and the profile) and pay no
+/// fanotify watch.
+#[test]
+fn a_settled_profile_is_recorded_one_launch_in_relearn_every() {
+    if let Some(r) = skip() {
+        eprintln!("SKIPPED: {r}");
+        return;
+    }
+    let (bed, d) = Bed::new(
+        "",
+        "[preload]\nenabled = false\n[detect]\nrelearn_every = 2\n",
+    );
+    for f in app_files(&bed.scratch.0.join("app")) {
+        std::fs::read(&f).unwrap();
+    }
+    let profile = || {
+        appflow_core::profile::LaunchProfile::from_json(
+            &std::fs::read_to_string(bed.scratch.0.join("state/profiles/reader.json")).unwrap(),
+        )
+        .unwrap()
+    };
+    // (profile launches, unrecorded launches) after each launch: 1 and 2
+    // recorded (2 read what 1 did: settled), 3 skipped, 4 recorded.
+    let want = [(1, 0), (2, 0), (2, 1), (3, 0)];
+    for (n, &(launches, unrecorded)) in want.iter().enumerate() {
+        let n = n + 1;
+        let (_, p) = bed.launch_as_is(n);
+        wait_for("the launch's end counted", 30, || {
+            let a = Bed::app_status(&d);
+            a["launches_detected"].as_u64() >= Some(n as u64) && a["launching"] == false && {
+                let p = profile();
+                (p.launches, p.unrecorded_launches) == (launches, unrecorded)
+            }
+        });
+        drop(p);
+        wait_for("the app's exit", 10, || {
+            let a = Bed::app_status(&d);
+            a["pids"].as_array().is_some_and(Vec::is_empty) && a["launching"] == false
+        });
+        eprintln!("after launch {n}: {:?}", (launches, unrecorded));
+    }
+    let st = d.status();
+    assert_eq!(st["detect"]["stats"]["settled"], 1, "{}", st["detect"]);
+    assert!(profile().settled);
 }
 
 /// Cost of detection and on-the-fly recording on a cold launch: the app's
