@@ -158,6 +158,26 @@ impl Bed {
         )
     }
 
+    /// A bed whose app's files are all cached, the preloader off and
+    /// `relearn_every` as given (what the learning tests launch warm).
+    fn warm(relearn_every: u32) -> (Self, Daemon) {
+        let (bed, d) = Self::new(
+            "",
+            &format!("[preload]\nenabled = false\n[detect]\nrelearn_every = {relearn_every}\n"),
+        );
+        for f in app_files(&bed.scratch.0.join("app")) {
+            std::fs::read(&f).unwrap();
+        }
+        (bed, d)
+    }
+
+    /// The app's stored profile.
+    fn profile(&self) -> appflow_core::profile::LaunchProfile {
+        let path = self.scratch.0.join("state/profiles/reader.json");
+        appflow_core::profile::LaunchProfile::from_json(&std::fs::read_to_string(path).unwrap())
+            .unwrap()
+    }
+
     /// One cold launch of the app in the cgroup; returns the app's own
     /// reading time (ms) and the running app.
     fn launch(&self, n: usize) -> (u64, Proc) {
@@ -295,9 +315,7 @@ fn detected_launch_is_recorded_and_the_next_one_preloaded() {
     eprintln!("after launch 1: {a1}");
     assert_eq!(a1["launches_detected"], 1, "{a1}");
     assert_eq!(a1["last_launch_stream_bytes"], 0, "{a1}");
-    let profile = std::fs::read_to_string(bed.scratch.0.join("state/profiles/reader.json"))
-        .expect("profile written by the daemon");
-    let prof = appflow_core::profile::LaunchProfile::from_json(&profile).unwrap();
+    let prof = bed.profile();
     let asset = bed.scratch.0.join("app/asset.bin");
     let asset_bytes: u64 = prof
         .active_files()
@@ -350,10 +368,7 @@ fn detected_launch_is_recorded_and_the_next_one_preloaded() {
         "launch 2 {ms2} ms not faster than launch 1 {ms1} ms"
     );
     // Launch 2 kept the profile whole (the preloaded asset still counts).
-    let prof = appflow_core::profile::LaunchProfile::from_json(
-        &std::fs::read_to_string(bed.scratch.0.join("state/profiles/reader.json")).unwrap(),
-    )
-    .unwrap();
+    let prof = bed.profile();
     assert!(
         prof.file_bytes() >= ASSET_BYTES * 9 / 10,
         "{}",
@@ -381,15 +396,9 @@ fn warm_launches_teach_the_profile_what_the_app_reads() {
         eprintln!("SKIPPED: {r}");
         return;
     }
-    // Every launch recorded (`relearn_every` 1), settled or not.
-    let (bed, d) = Bed::new(
-        "",
-        "[preload]\nenabled = false\n[detect]\nrelearn_every = 1\n",
-    );
-    // Every file cached before the first launch.
-    for f in app_files(&bed.scratch.0.join("app")) {
-        std::fs::read(&f).unwrap();
-    }
+    // Every file cached before the first launch; every launch recorded
+    // (`relearn_every` 1), settled or not.
+    let (bed, d) = Bed::warm(1);
     for n in 1..=3u64 {
         let (_, p) = bed.launch_as_is(n as usize);
         wait_for("the launch recorded", 30, || {
@@ -401,10 +410,7 @@ fn warm_launches_teach_the_profile_what_the_app_reads() {
             a["pids"].as_array().is_some_and(Vec::is_empty) && a["launching"] == false
         });
     }
-    let prof = appflow_core::profile::LaunchProfile::from_json(
-        &std::fs::read_to_string(bed.scratch.0.join("state/profiles/reader.json")).unwrap(),
-    )
-    .unwrap();
+    let prof = bed.profile();
     let app = bed.scratch.0.join("app");
     let active = prof.active_files();
     let ours = active
@@ -435,19 +441,7 @@ fn a_settled_profile_is_recorded_one_launch_in_relearn_every() {
         eprintln!("SKIPPED: {r}");
         return;
     }
-    let (bed, d) = Bed::new(
-        "",
-        "[preload]\nenabled = false\n[detect]\nrelearn_every = 2\n",
-    );
-    for f in app_files(&bed.scratch.0.join("app")) {
-        std::fs::read(&f).unwrap();
-    }
-    let profile = || {
-        appflow_core::profile::LaunchProfile::from_json(
-            &std::fs::read_to_string(bed.scratch.0.join("state/profiles/reader.json")).unwrap(),
-        )
-        .unwrap()
-    };
+    let (bed, d) = Bed::warm(2);
     // (profile launches, unrecorded launches) after each launch: 1 and 2
     // recorded (2 read what 1 did: settled), 3 skipped, 4 recorded.
     let want = [(1, 0), (2, 0), (2, 1), (3, 0)];
@@ -457,7 +451,7 @@ fn a_settled_profile_is_recorded_one_launch_in_relearn_every() {
         wait_for("the launch's end counted", 30, || {
             let a = Bed::app_status(&d);
             a["launches_detected"].as_u64() >= Some(n as u64) && a["launching"] == false && {
-                let p = profile();
+                let p = bed.profile();
                 (p.launches, p.unrecorded_launches) == (launches, unrecorded)
             }
         });
@@ -470,7 +464,7 @@ fn a_settled_profile_is_recorded_one_launch_in_relearn_every() {
     }
     let st = d.status();
     assert_eq!(st["detect"]["stats"]["settled"], 1, "{}", st["detect"]);
-    assert!(profile().settled);
+    assert!(bed.profile().settled);
 }
 
 /// Cost of detection and on-the-fly recording on a cold launch: the app's
