@@ -205,9 +205,9 @@ impl LaunchProfile {
 
     /// Whether the app's next launch should be recorded into this profile:
     /// every launch until the profile settles, then one launch in
-    /// `relearn_every` (a recorded launch that strays from the profile
-    /// unsettles it, so an updated app is learned launch by launch again). `relearn_every`
-    /// 0 or 1: every launch.
+    /// `relearn_every` (0 or 1: every launch). A recorded launch that strays
+    /// from the profile unsettles it, so an updated app is learned launch by
+    /// launch again.
     pub fn records_next_launch(&self, relearn_every: u32) -> bool {
         !self.settled || self.unrecorded_launches.saturating_add(1) >= relearn_every
     }
