@@ -517,10 +517,11 @@ pub fn stall_percent(prev_total_us: u64, now_total_us: u64, elapsed_ms: u64) -> 
 /// above `trigger_capacity_psi_some_avg10` is a trigger too (a *capacity
 /// stall*).
 pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reason> {
-    let low = (p.avail_bytes as f64) < cfg.trigger_avail_fraction * p.total_bytes as f64;
-    let used = (p.anon_bytes + p.file_bytes).max(1) as f64;
-    let anon_bound = p.anon_bytes as f64 / used > cfg.trigger_anon_share;
-    let swap_full = cfg.swap_at_bound(p.swap_total_bytes, p.swap_free_bytes);
+    let Capacity {
+        low,
+        anon_bound,
+        swap_full,
+    } = capacity(cfg, p);
     // A launch that needs more than is available while anonymous reclaim is
     // at its capacity blocks on an allocation nothing can meet: the kill
     // comes before it does. Swap can be full with memory not yet low:
@@ -571,11 +572,27 @@ pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reas
 /// out; a memory stall alone (PSI) is not enough, since reclaim still has
 /// somewhere to put pages (the AppFlow paper §4.3: reclaim capacity limits).
 pub fn last_resort_allowed(cfg: &KillerConfig, p: &PressureState) -> bool {
-    let low = (p.avail_bytes as f64) < cfg.trigger_avail_fraction * p.total_bytes as f64;
+    let c = capacity(cfg, p);
+    c.low && c.anon_bound && c.swap_full
+}
+
+/// The three readings both triggers start from.
+struct Capacity {
+    /// Available memory under `trigger_avail_fraction` of the domain.
+    low: bool,
+    /// Anonymous pages above `trigger_anon_share` of what is used.
+    anon_bound: bool,
+    /// Anonymous reclaim at its capacity ([`KillerConfig::swap_at_bound`]).
+    swap_full: bool,
+}
+
+fn capacity(cfg: &KillerConfig, p: &PressureState) -> Capacity {
     let used = (p.anon_bytes + p.file_bytes).max(1) as f64;
-    let anon_bound = p.anon_bytes as f64 / used > cfg.trigger_anon_share;
-    let swap_full = cfg.swap_at_bound(p.swap_total_bytes, p.swap_free_bytes);
-    low && anon_bound && swap_full
+    Capacity {
+        low: (p.avail_bytes as f64) < cfg.trigger_avail_fraction * p.total_bytes as f64,
+        anon_bound: p.anon_bytes as f64 / used > cfg.trigger_anon_share,
+        swap_full: cfg.swap_at_bound(p.swap_total_bytes, p.swap_free_bytes),
+    }
 }
 
 #[cfg(test)]

@@ -214,10 +214,7 @@ impl LaunchProfile {
 
     /// The active ranges by path (page-aligned, coalesced).
     fn active_ranges(&self) -> std::collections::BTreeMap<String, Vec<ByteRange>> {
-        self.active_files()
-            .into_iter()
-            .map(|f| (f.path.to_string(), coalesce(f.ranges)))
-            .collect()
+        ranges_by_path(self.active_files().into_iter().map(|f| (f.path, f.ranges)))
     }
 
     /// Parses and validates a profile. Foreign or future files are errors.
@@ -344,15 +341,10 @@ impl LaunchProfile {
     /// Merges one launch into the profile.
     pub fn merge_launch(&mut self, obs: &LaunchObservation) {
         let known = self.active_ranges();
-        let mut seen: std::collections::BTreeMap<String, Vec<ByteRange>> = Default::default();
-        for f in &obs.files {
-            seen.entry(f.path.clone())
-                .or_default()
-                .extend(f.ranges.iter().map(|&r| page_span(r, f.size_bytes)));
-        }
-        for v in seen.values_mut() {
-            *v = coalesce(std::mem::take(v));
-        }
+        let seen = ranges_by_path(obs.files.iter().map(|f| {
+            let ranges = f.ranges.iter().map(|&r| page_span(r, f.size_bytes));
+            (f.path.as_str(), ranges.collect())
+        }));
         let changed = changed_bytes(&known, &seen);
         let total: u64 = known.values().flatten().map(ByteRange::len).sum();
         self.settled = total > 0
@@ -499,6 +491,21 @@ fn page_span(r: ByteRange, size: u64) -> ByteRange {
         start: r.start,
         end: r.end.min(size.max(r.start)),
     }
+}
+
+/// Ranges gathered by path, each path's coalesced (a path may come more
+/// than once).
+fn ranges_by_path<'a>(
+    files: impl Iterator<Item = (&'a str, Vec<ByteRange>)>,
+) -> std::collections::BTreeMap<String, Vec<ByteRange>> {
+    let mut out: std::collections::BTreeMap<String, Vec<ByteRange>> = Default::default();
+    for (path, ranges) in files {
+        out.entry(path.to_string()).or_default().extend(ranges);
+    }
+    for v in out.values_mut() {
+        *v = coalesce(std::mem::take(v));
+    }
+    out
 }
 
 /// Bytes in one of two sets of active ranges and not the other (by path;
