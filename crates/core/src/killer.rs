@@ -82,6 +82,11 @@ pub struct KillerConfig {
     /// only when that cannot keep up (it moves less than the memory missing
     /// and less than the domain allocated in the last tick).
     pub page_out_before_kill: bool,
+    /// The relaunch headroom's threshold: an app more likely than this to
+    /// be the next one opened (from the foreground app's successors) has
+    /// room kept for its relaunch once swap is at its bound
+    /// ([`relaunch_need_bytes`]). Default 0.1. 1 = off.
+    pub relaunch_min_p_next: f64,
 }
 
 impl Default for KillerConfig {
@@ -98,6 +103,7 @@ impl Default for KillerConfig {
             settle_ms: 500,
             reuse_horizon_ms: 7 * 24 * 3_600_000,
             page_out_before_kill: true,
+            relaunch_min_p_next: 0.1,
         }
     }
 }
@@ -115,6 +121,7 @@ impl KillerConfig {
     pub fn validate(&self) -> Result<(), String> {
         for (field, v) in [
             ("unknown_relaunch_fraction", self.unknown_relaunch_fraction),
+            ("relaunch_min_p_next", self.relaunch_min_p_next),
             ("trigger_avail_fraction", self.trigger_avail_fraction),
             ("trigger_anon_share", self.trigger_anon_share),
             (
@@ -489,6 +496,11 @@ pub struct PressureState {
     /// launch files less what they allocated), bytes; 0 with none.
     #[serde(default)]
     pub launch_need_bytes: u64,
+    /// What relaunching the likely next app would bring back into memory
+    /// ([`relaunch_need_bytes`]), bytes; 0 when none is likely or its
+    /// memory is resident.
+    #[serde(default)]
+    pub relaunch_need_bytes: u64,
 }
 
 /// Stall share, percent, between two readings of a cumulative PSI counter
@@ -529,6 +541,11 @@ pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reas
     // (docs/sim.md, "The Android 15 baseline"); without this, the simulated
     // Pixel 7 6 GB met its OOM killer in 5 of 48 users' launches.
     let launch_short = anon_bound && swap_full && p.launch_need_bytes > p.avail_bytes;
+    // Likewise a relaunch of an app the user is likely to open next, whose
+    // memory is in swap: with swap at its bound, the memory it faults back
+    // in comes only from a kill, made during the relaunch, on the user's
+    // time. The kill comes before it (the relaunch headroom).
+    let relaunch_short = anon_bound && swap_full && p.relaunch_need_bytes > p.avail_bytes;
     if let Some(t) = p.last_kill_ms {
         // A reaped victim's memory is back already. Waiting the settle time
         // lets reclaim catch up with the demand; once available memory has
@@ -561,9 +578,52 @@ pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reas
         anon_bound && swap_full && stall > cfg.trigger_capacity_psi_some_avg10 && window_after_kill;
     if (low && anon_bound && (swap_full || stalled)) || capacity_stall || launch_short {
         Ok(Reason::KillHighestNetFreed)
+    } else if relaunch_short {
+        Ok(Reason::KillRelaunchHeadroom)
     } else {
         Err(Reason::KillNotNeeded)
     }
+}
+
+/// Share of an app's swapped anonymous memory that a switch back to it
+/// faults in again: 44 %, the anonymous pages ASAP measured invariant
+/// across switches (the ASAP paper, "Optimized SFE for Each Type of
+/// Pages"). The rest a switch may or may not touch.
+pub const RELAUNCH_ANON_SHARE: f64 = 0.44;
+
+/// Share of an app's launch files that a switch back to it reads again:
+/// 75 %, the file-backed pages ASAP measured invariant across switches
+/// (ibid.).
+pub const RELAUNCH_FILE_SHARE: f64 = 0.44;
+
+/// An app the user may open next, as the relaunch headroom sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LikelyRelaunch {
+    /// The chance it is the next app opened ([`crate::reuse::UsageModel::p_next`]).
+    pub p_next: f64,
+    /// Its anonymous memory in swap, bytes (`Swap:` of smaps_rollup).
+    pub swapped_bytes: u64,
+    /// Its launch files, bytes (its profile's; 0 without one). Once swap
+    /// is at its bound, page cache is what reclaim has left to take, and a
+    /// background app's files are counted as gone.
+    pub file_bytes: u64,
+}
+
+/// What relaunching the likely next app brings back into memory, bytes:
+/// of the apps at least `relaunch_min_p_next` likely to be opened next,
+/// the most that one faults back in from swap and reads from its files
+/// ([`RELAUNCH_ANON_SHARE`], [`RELAUNCH_FILE_SHARE`]).
+/// The trigger ([`should_kill`]) keeps that much available once swap is
+/// at its bound, so that the kill comes before the relaunch, not during it.
+pub fn relaunch_need_bytes(cfg: &KillerConfig, apps: &[LikelyRelaunch]) -> u64 {
+    apps.iter()
+        .filter(|a| a.p_next > cfg.relaunch_min_p_next)
+        .map(|a| {
+            (a.swapped_bytes as f64 * RELAUNCH_ANON_SHARE
+                + a.file_bytes as f64 * RELAUNCH_FILE_SHARE) as u64
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Whether a last-resort kill (only recently used apps left) is allowed:
@@ -616,6 +676,7 @@ mod tests {
             last_kill_ms: None,
             reaped_settle_until_below: None,
             launch_need_bytes: 0,
+            relaunch_need_bytes: 0,
         }
     }
 
@@ -679,6 +740,59 @@ mod tests {
         p.last_kill_ms = None;
         p.swap_free_bytes = 600 * MIB;
         assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+    }
+
+    #[test]
+    fn room_is_kept_for_the_likely_next_apps_relaunch_once_swap_is_full() {
+        let cfg = KillerConfig::default();
+        // A GB-scale app likely next (1 in 4), 1.5 GiB in swap and 1 GiB of
+        // launch files; a small one likelier still; a big one unlikely.
+        let apps = [
+            LikelyRelaunch {
+                p_next: 0.25,
+                swapped_bytes: 1536 * MIB,
+                file_bytes: 1024 * MIB,
+            },
+            LikelyRelaunch {
+                p_next: 0.6,
+                swapped_bytes: 100 * MIB,
+                file_bytes: 50 * MIB,
+            },
+            LikelyRelaunch {
+                p_next: 0.05,
+                swapped_bytes: 3000 * MIB,
+                file_bytes: 0,
+            },
+        ];
+        let need = relaunch_need_bytes(&cfg, &apps);
+        // The big likely one: 44 % of what it faults back in, both kinds.
+        assert_eq!(need, ((2560 * MIB) as f64 * 0.44) as u64);
+        // Off: nothing is kept.
+        let off = KillerConfig {
+            relaunch_min_p_next: 1.0,
+            ..cfg.clone()
+        };
+        assert_eq!(relaunch_need_bytes(&off, &apps), 0);
+        assert_eq!(relaunch_need_bytes(&cfg, &[]), 0);
+        // 6 GiB domain, 1 GiB available (not low), mostly anonymous.
+        let mut p = pressure(1024, 6144, 3000, 500, (1700, 85));
+        p.relaunch_need_bytes = need;
+        assert_eq!(should_kill(&cfg, &p), Ok(Reason::KillRelaunchHeadroom));
+        // Enough available for it: no kill.
+        p.avail_bytes = need;
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+        // Swap with room: the relaunch's memory can come from a page-out.
+        p.avail_bytes = 1024 * MIB;
+        p.swap_free_bytes = 600 * MIB;
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+        // Memory mostly page cache: reclaim can take it.
+        p.swap_free_bytes = 85 * MIB;
+        p.file_bytes = 3000 * MIB;
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillNotNeeded));
+        // Within the settle time of a kill, its memory is waited for.
+        p.file_bytes = 500 * MIB;
+        p.last_kill_ms = Some(p.now_ms - 50);
+        assert_eq!(should_kill(&cfg, &p), Err(Reason::KillWaitingForMemory));
     }
 
     #[test]

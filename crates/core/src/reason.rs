@@ -100,6 +100,10 @@ pub enum Reason {
     /// expected (no history of it being opened) or a relaunch that costs
     /// nothing, the most memory freed first.
     KillNoReuseExpected = 213,
+    /// The kill trigger fired ahead of a relaunch: with swap at its bound,
+    /// less memory is available than relaunching an app the user is likely
+    /// to open next would bring back (`killer::relaunch_need_bytes`).
+    KillRelaunchHeadroom = 214,
 
     // --- preloader (3xx) ---
     /// Cutoffs chosen by the exact multiple-choice knapsack.
@@ -159,6 +163,7 @@ impl Reason {
             ExcludedProtected => "excluded_protected",
             ExcludedSelf => "excluded_self",
             KillNoReuseExpected => "kill_no_reuse_expected",
+            KillRelaunchHeadroom => "kill_relaunch_headroom",
             CutoffsSolved => "cutoffs_solved",
             CutoffsBudgetSlack => "cutoffs_budget_slack",
             PreloadSmallFile => "preload_small_file",

@@ -54,7 +54,82 @@ impl Scheduler {
             } else {
                 0
             },
+            relaunch_need_bytes: if self.headroom_watch(s) {
+                self.relaunch_need
+            } else {
+                0
+            },
         }
+    }
+
+    /// Whether the relaunch headroom is watched at `s`: the Context-Aware
+    /// killer, swap at its bound and memory mostly anonymous (where a
+    /// relaunch's swap-in can be met only by a kill), and an app the user
+    /// opened before (the predictor has successors to go by).
+    pub(super) fn headroom_watch(&self, s: &DomainSample) -> bool {
+        let k = &self.cfg.killer;
+        self.cfg.killer_strategy() == KillerStrategy::NetFreed
+            && k.relaunch_min_p_next < 1.0
+            && self.usage.last_app.is_some()
+            && k.swap_at_bound(s.swap_total_bytes, s.swap_free_bytes)
+            && s.anon_bytes as f64 > k.trigger_anon_share * (s.anon_bytes + s.file_bytes) as f64
+    }
+
+    /// Whether the relaunch headroom wants the footprints read at `s`: it
+    /// is watched, and its need was last read a killer window
+    /// (`killer.capacity_stall_window_ms`) ago or more. Reading every
+    /// background app's footprint walks its page tables; once a window
+    /// bounds that cost while swap is full.
+    pub(super) fn headroom_due(&self, s: &DomainSample) -> bool {
+        self.headroom_watch(s)
+            && self.relaunch_need_at_ms.is_none_or(|t| {
+                s.now_ms.saturating_sub(t) >= self.cfg.killer.capacity_stall_window_ms
+            })
+    }
+
+    /// Whether the driver should read the processes' footprints for this
+    /// tick: a kill is considered, or the relaunch headroom is due to weigh
+    /// the background apps' swapped memory again.
+    pub fn wants_footprints(&self, s: &DomainSample) -> bool {
+        self.kill_wanted(s).is_ok() || self.headroom_due(s)
+    }
+
+    /// Notes what relaunching the likely next app would bring back, from
+    /// the processes' footprints when the driver read them (kept until the
+    /// next reading otherwise): each background app's swapped memory and
+    /// its chance of being opened next after the foreground app.
+    pub(super) fn note_relaunch_need(&mut self, now_ms: u64, procs: &[ProcInfo]) {
+        if !procs.iter().any(|p| p.swap_bytes.is_some()) {
+            return;
+        }
+        self.relaunch_need_at_ms = Some(now_ms);
+        // At the home screen, the app the user left last is the one whose
+        // successors say what comes next.
+        let fg = self.foreground.as_deref();
+        let prev = fg.or(self.usage.last_app.as_deref());
+        let mut swapped: std::collections::BTreeMap<&str, u64> = Default::default();
+        for p in procs {
+            if let (Some(app), Some(b)) = (p.app.as_deref(), p.swap_bytes) {
+                if Some(app) != fg {
+                    *swapped.entry(app).or_default() += b;
+                }
+            }
+        }
+        let min_p = self.cfg.killer.relaunch_min_p_next;
+        let likely: Vec<(String, f64, u64)> = swapped
+            .into_iter()
+            .map(|(app, b)| (app.to_string(), self.usage.p_next(prev, app), b))
+            .filter(|&(_, p, _)| p > min_p)
+            .collect();
+        let likely: Vec<killer::LikelyRelaunch> = likely
+            .into_iter()
+            .map(|(app, p_next, swapped_bytes)| killer::LikelyRelaunch {
+                p_next,
+                swapped_bytes,
+                file_bytes: self.profile_file_bytes(&app),
+            })
+            .collect();
+        self.relaunch_need = killer::relaunch_need_bytes(&self.cfg.killer, &likely);
     }
 
     /// The memory stall over the killer's window, percent: from the newest
@@ -867,6 +942,78 @@ mod tests {
         assert_eq!(victim(50).as_deref(), Some("small"));
         assert_eq!(victim(1000).as_deref(), Some("big"));
         assert_eq!(victim(2000).as_deref(), Some("big"));
+    }
+
+    #[test]
+    fn room_is_kept_for_the_app_likely_next_and_another_app_is_the_victim() {
+        let mut s = sched_of("appflow", &["evening", "rare", "chat"]);
+        let mut r = Recorder::default();
+        // Two weeks: chat at 19:50, then the big app at 20:00; a 300 MB
+        // app every third day at 11:00.
+        for d in 0..14 {
+            let day = d * DAY_MS;
+            if d % 3 == 0 {
+                session(&mut s, &mut r, "rare", day + 11 * HOUR_MS, 10);
+            }
+            session(&mut s, &mut r, "chat", day + 19 * HOUR_MS + 50 * 60_000, 5);
+            session(&mut s, &mut r, "evening", day + 20 * HOUR_MS, 60);
+        }
+        let now = 14 * DAY_MS + 19 * HOUR_MS + 50 * 60_000;
+        ev(&mut s, &mut r, EventKind::Foreground, "chat", now);
+        // The big app holds 6000 MB, a third of it (2000 MB) in swap.
+        let procs = [
+            proc_of(10, "evening", 6000),
+            proc_of(11, "rare", 300),
+            proc_of(12, "chat", 150),
+        ];
+        // Swap at its bound, memory mostly anonymous, 1.5 GB available:
+        // not low, and more than its relaunch brings back (44 % of 2000 MB).
+        let sample = |now_ms, avail_mib| DomainSample {
+            now_ms,
+            total_bytes: 6144 * MIB,
+            avail_bytes: avail_mib * MIB,
+            anon_bytes: 5000 * MIB,
+            file_bytes: 300 * MIB,
+            swap_total_bytes: 1700 * MIB,
+            swap_free_bytes: 85 * MIB,
+            ..Default::default()
+        };
+        let st = sample(now + 100, 1536);
+        assert!(
+            s.wants_footprints(&st),
+            "the headroom weighs the footprints"
+        );
+        r.calls.clear();
+        s.tick(&st, now + 100, &procs, &mut r);
+        assert!(
+            r.calls.iter().all(|c| !matches!(c, Call::Kill { .. })),
+            "{:?}",
+            r.calls
+        );
+        // A second later 600 MB: the relaunch would fault back more than
+        // that, on the user's time. Another app goes now.
+        let st = sample(now + 1100, 600);
+        assert_eq!(s.kill_wanted(&st), Ok(Reason::KillRelaunchHeadroom));
+        s.tick(&st, now + 1100, &procs, &mut r);
+        let kills: Vec<_> = r
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Kill { pid, .. } => Some(*pid),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(kills, vec![11], "{:?}", r.calls);
+        // Off (the same history): no room is kept.
+        let mut cfg = s.config().clone();
+        cfg.killer.relaunch_min_p_next = 1.0;
+        let apps = ["evening", "rare", "chat"].map(String::from);
+        let mut off = Scheduler::new(cfg, crate::scheduler::tests::curve(), &apps, &[]);
+        off.set_usage_model(s.usage_model().clone());
+        ev(&mut off, &mut r, EventKind::Foreground, "chat", now);
+        assert!(!off.wants_footprints(&st));
+        off.tick(&st, now + 1100, &procs, &mut r);
+        assert_eq!(off.kill_wanted(&st), Err(Reason::KillNotNeeded));
     }
 
     #[test]

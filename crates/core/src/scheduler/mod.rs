@@ -429,8 +429,8 @@ pub struct Scheduler {
     /// The derived thresholds for the domain size they were derived for
     /// (`cfg.auto_*`), cleared when a profile or a launch rate changes.
     sizing: Option<(u64, crate::sizing::Sizing)>,
-    /// M_sum + file bytes per profiled app (cleared when the profiles change).
-    need_memo: BTreeMap<String, u64>,
+    /// Launch-file bytes per profiled app (cleared when the profiles change).
+    file_bytes_memo: BTreeMap<String, u64>,
     /// Ticks whose processes were noted (`note_app_procs`), counted.
     procs_noted: u64,
     /// The processes of the latest noting (identity, app), and the apps'
@@ -473,6 +473,11 @@ pub struct Scheduler {
     pub last_sample: Option<DomainSample>,
     /// n_alloc of the latest tick, pages per reclaim tick.
     pub last_alloc_pages: u64,
+    /// What relaunching the likely next app would bring back, bytes, from
+    /// the latest footprints read ([`crate::killer::relaunch_need_bytes`]).
+    relaunch_need: u64,
+    /// When `relaunch_need` was read, ms (None: not since the reset).
+    relaunch_need_at_ms: Option<u64>,
 }
 
 impl Scheduler {
@@ -519,7 +524,7 @@ impl Scheduler {
             ef_reapply_at_ms: 0,
             ef_yielded: false,
             sizing: None,
-            need_memo: BTreeMap::new(),
+            file_bytes_memo: BTreeMap::new(),
             procs_noted: 0,
             noted: Vec::new(),
             noted_epoch: None,
@@ -543,6 +548,8 @@ impl Scheduler {
             last_kill_explained: None,
             last_sample: None,
             last_alloc_pages: 0,
+            relaunch_need: 0,
+            relaunch_need_at_ms: None,
         }
     }
 
@@ -717,7 +724,7 @@ impl Scheduler {
             self.stream_memo.clear();
             self.refresh_relaunch_costs();
             self.sizing = None;
-            self.need_memo.clear();
+            self.file_bytes_memo.clear();
         }
     }
 
@@ -786,6 +793,7 @@ impl Scheduler {
         self.unix_offset_ms = Some(now_unix_ms as i64 - s.now_ms as i64);
         self.prune_announced(procs);
         self.note_app_procs(procs);
+        self.note_relaunch_need(s.now_ms, procs);
         self.tick_parts(s, now_unix_ms, procs, None, m);
     }
 
@@ -808,7 +816,7 @@ impl Scheduler {
         m: &mut dyn Mechanisms,
     ) -> bool {
         // A launch may expire at this tick, before the reclaimer plans.
-        if self.any_launching() || self.proactive_wants_procs(s) {
+        if self.any_launching() || self.proactive_wants_procs(s) || self.headroom_due(s) {
             return false;
         }
         let kill = self.kill_wanted(s).is_ok();
@@ -942,6 +950,8 @@ impl Scheduler {
         self.refault.restart_window();
         self.last_sample = None;
         self.last_alloc_pages = 0;
+        self.relaunch_need = 0;
+        self.relaunch_need_at_ms = None;
         // A reset device is a new user: the predictor learns from this
         // user's own history only.
         self.usage.clear();

@@ -651,16 +651,20 @@ impl Scheduler {
         Some((best, need))
     }
 
-    /// M_sum + file bytes of an app's profile (cached until the profiles change).
+    /// M_sum + file bytes of an app's profile.
     fn launch_need_bytes(&mut self, app: &str) -> u64 {
-        if let Some(n) = self.need_memo.get(app) {
+        let anon = self.profiles.get(app).map_or(0, |p| p.anon_launch_bytes);
+        anon.saturating_add(self.profile_file_bytes(app))
+    }
+
+    /// The launch files' bytes of an app's profile, 0 without one (cached
+    /// until the profiles change: the sum walks every range).
+    pub(super) fn profile_file_bytes(&mut self, app: &str) -> u64 {
+        if let Some(n) = self.file_bytes_memo.get(app) {
             return *n;
         }
-        let n = self
-            .profiles
-            .get(app)
-            .map_or(0, |p| p.anon_launch_bytes.saturating_add(p.file_bytes()));
-        self.need_memo.insert(app.to_string(), n);
+        let n = self.profiles.get(app).map_or(0, |p| p.file_bytes());
+        self.file_bytes_memo.insert(app.to_string(), n);
         n
     }
 }

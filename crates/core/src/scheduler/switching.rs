@@ -236,7 +236,7 @@ impl Scheduler {
     /// process list, and footprints, only then.
     pub fn wants_procs(&self, s: &DomainSample) -> bool {
         self.mode() != crate::reclaim::ReclaimMode::Normal
-            || self.kill_wanted(s).is_ok()
+            || self.wants_footprints(s)
             || self.proactive_wants_procs(s)
     }
 }

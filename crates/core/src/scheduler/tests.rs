@@ -3,7 +3,7 @@ use crate::mechanism::{Call, Hold, Recorder};
 use crate::policy;
 use crate::{KIB, MIB};
 
-fn curve() -> ThroughputCurve {
+pub(crate) fn curve() -> ThroughputCurve {
     ThroughputCurve::phone_default()
 }
 

@@ -1043,8 +1043,9 @@ impl Runtime {
                 return;
             }
         };
-        if self.sched.kill_wanted(&s).is_ok() {
-            // Fresh process list and footprints only when a kill is considered.
+        if self.sched.wants_footprints(&s) {
+            // Fresh process list and footprints only when a kill is
+            // considered or the relaunch headroom weighs them.
             self.scan(true);
             let root = self.cfg.daemon.proc_root.clone();
             // Not the launching or foreground app's: never a victim, and
