@@ -431,7 +431,7 @@ impl Scheduler {
             .map_or(String::new(), |e| format!("; {}", why_it_won(e)));
         let detail = format!(
             "killed {} ({} of {} processes, pid {}): ΔM {} bytes, footprint {} bytes, frees {} bytes, relaunch {}, last used {}, reaped {reaped}{why}; \
-             trigger: available {} of {} bytes, anon {} / file {} bytes, swap free {} of {} bytes, PSI some avg10 {:.1} %, over the window {}",
+             trigger: available {} of {} bytes, anon {} / file {} bytes, swap free {} of {} bytes, PSI some avg10 {:.1} %, over the window {}, relaunch room {} bytes",
             c.app,
             killed,
             ids[i].len(),
@@ -451,6 +451,7 @@ impl Scheduler {
             p.psi_some_avg10,
             p.psi_some_window
                 .map_or("unknown".to_string(), |w| format!("{w:.1} %")),
+            p.relaunch_need_bytes,
         );
         self.last_kill_ms = Some(s.now_ms);
         let missing = self
