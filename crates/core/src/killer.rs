@@ -543,8 +543,9 @@ pub fn should_kill(cfg: &KillerConfig, p: &PressureState) -> Result<Reason, Reas
     let launch_short = anon_bound && swap_full && p.launch_need_bytes > p.avail_bytes;
     // Likewise a relaunch of an app the user is likely to open next, whose
     // memory is in swap: with swap at its bound, the memory it faults back
-    // in comes only from a kill, made during the relaunch, on the user's
-    // time. The kill comes before it (the relaunch headroom).
+    // in comes from a kill or from other pages swapped out in its place,
+    // either during the relaunch, on the user's time. The kill comes
+    // before it (the relaunch headroom).
     let relaunch_short = anon_bound && swap_full && p.relaunch_need_bytes > p.avail_bytes;
     if let Some(t) = p.last_kill_ms {
         // A reaped victim's memory is back already. Waiting the settle time
@@ -613,7 +614,7 @@ pub struct LikelyRelaunch {
 }
 
 /// What relaunching the likely next app brings back into memory, bytes:
-/// of the apps at least `relaunch_min_p_next` likely to be opened next,
+/// of the apps more than `relaunch_min_p_next` likely to be opened next,
 /// the most that one faults back in from swap and reads from its files
 /// ([`RELAUNCH_ANON_SHARE`], [`RELAUNCH_FILE_SHARE`]).
 /// The trigger ([`should_kill`]) keeps that much available once swap is
