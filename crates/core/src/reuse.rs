@@ -273,6 +273,22 @@ impl UsageModel {
             .map_or(0.0, |s| f64::from(s.count) / total as f64)
     }
 
+    /// The apps that followed `fg`, each with its chance of being the next
+    /// app opened ([`Self::p_next`]); none without `fg` or its successors.
+    pub fn next_shares(&self, fg: Option<&str>) -> Vec<(&str, f64)> {
+        let Some(f) = fg.and_then(|f| self.apps.get(f)) else {
+            return Vec::new();
+        };
+        let total: u64 = f.successors.iter().map(|s| u64::from(s.count)).sum();
+        if total == 0 {
+            return Vec::new();
+        }
+        f.successors
+            .iter()
+            .map(|s| (s.app.as_str(), f64::from(s.count) / total as f64))
+            .collect()
+    }
+
     /// Mean time between consecutive opens of `app`, ms, if it was opened
     /// twice or more.
     pub fn mean_open_gap_ms(&self, app: &str) -> Option<f64> {

@@ -107,19 +107,23 @@ impl Scheduler {
         // successors say what comes next.
         let fg = self.foreground.as_deref();
         let prev = fg.or(self.usage.last_app.as_deref());
-        let mut swapped: std::collections::BTreeMap<&str, u64> = Default::default();
-        for p in procs {
-            if let (Some(app), Some(b)) = (p.app.as_deref(), p.swap_bytes) {
-                if Some(app) != fg {
-                    *swapped.entry(app).or_default() += b;
-                }
-            }
-        }
         let min_p = self.cfg.killer.relaunch_min_p_next;
-        let likely: Vec<(String, f64, u64)> = swapped
+        let likely: Vec<(String, f64, u64)> = self
+            .usage
+            .next_shares(prev)
             .into_iter()
-            .map(|(app, b)| (app.to_string(), self.usage.p_next(prev, app), b))
-            .filter(|&(_, p, _)| p > min_p)
+            .filter(|&(app, p)| p > min_p && Some(app) != fg)
+            .filter_map(|(app, p)| {
+                // Only a running app relaunches (a cold launch is the
+                // launch rule's); its swapped memory as read.
+                let mut read = procs
+                    .iter()
+                    .filter(|q| q.app.as_deref() == Some(app))
+                    .filter_map(|q| q.swap_bytes)
+                    .peekable();
+                read.peek()?;
+                Some((app.to_string(), p, read.sum()))
+            })
             .collect();
         let likely: Vec<killer::LikelyRelaunch> = likely
             .into_iter()

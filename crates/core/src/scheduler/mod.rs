@@ -793,7 +793,9 @@ impl Scheduler {
         self.unix_offset_ms = Some(now_unix_ms as i64 - s.now_ms as i64);
         self.prune_announced(procs);
         self.note_app_procs(procs);
-        self.note_relaunch_need(s.now_ms, procs);
+        if self.headroom_watch(s) {
+            self.note_relaunch_need(s.now_ms, procs);
+        }
         self.tick_parts(s, now_unix_ms, procs, None, m);
     }
 
