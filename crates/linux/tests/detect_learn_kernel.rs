@@ -363,10 +363,11 @@ fn detected_launch_is_recorded_and_the_next_one_preloaded() {
     assert!(a2["profile_launches"].as_u64() >= Some(1), "{a2}");
     assert!(a2["last_launch_stream_bytes"].as_u64() > Some(0), "{a2}");
     assert!(a2["last_launch_ms"].as_u64().is_some(), "{a2}");
-    assert!(
-        ms2 < ms1,
-        "launch 2 {ms2} ms not faster than launch 1 {ms1} ms"
-    );
+    // The times are printed, not compared: on this shared machine the
+    // preloaded launch measured 1.04-1.84x faster over five runs (the same
+    // on eb756eb), and once slower (541 against 514 ms). What preloading
+    // gains is measured by the benchmarks (docs/daemon.md); here, that the
+    // second launch was streamed from the learned profile.
     // Launch 2 kept the profile whole (the preloaded asset still counts).
     let prof = bed.profile();
     assert!(
