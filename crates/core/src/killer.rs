@@ -116,6 +116,13 @@ impl KillerConfig {
             || (swap_free_bytes as f64) < self.trigger_swap_free_fraction * swap_total_bytes as f64
     }
 
+    /// Whether memory is mostly anonymous: anonymous pages above
+    /// `trigger_anon_share` of what is used (anonymous and file).
+    pub fn anon_bound(&self, anon_bytes: u64, file_bytes: u64) -> bool {
+        let used = (anon_bytes + file_bytes).max(1) as f64;
+        anon_bytes as f64 / used > self.trigger_anon_share
+    }
+
     /// Checks the fields (finite fractions in [0, 1], bounded times); the
     /// error names the field.
     pub fn validate(&self) -> Result<(), String> {
@@ -651,10 +658,9 @@ struct Capacity {
 }
 
 fn capacity(cfg: &KillerConfig, p: &PressureState) -> Capacity {
-    let used = (p.anon_bytes + p.file_bytes).max(1) as f64;
     Capacity {
         low: (p.avail_bytes as f64) < cfg.trigger_avail_fraction * p.total_bytes as f64,
-        anon_bound: p.anon_bytes as f64 / used > cfg.trigger_anon_share,
+        anon_bound: cfg.anon_bound(p.anon_bytes, p.file_bytes),
         swap_full: cfg.swap_at_bound(p.swap_total_bytes, p.swap_free_bytes),
     }
 }

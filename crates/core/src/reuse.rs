@@ -260,15 +260,10 @@ impl UsageModel {
     /// The chance that `app` is the next app opened after the current
     /// foreground app `fg`, from `fg`'s successors.
     pub fn p_next(&self, fg: Option<&str>, app: &str) -> f64 {
-        let Some(f) = fg.and_then(|f| self.apps.get(f)) else {
+        let Some((succ, total)) = self.successors_of(fg) else {
             return 0.0;
         };
-        let total: u64 = f.successors.iter().map(|s| u64::from(s.count)).sum();
-        if total == 0 {
-            return 0.0;
-        }
-        f.successors
-            .iter()
+        succ.iter()
             .find(|s| s.app == app)
             .map_or(0.0, |s| f64::from(s.count) / total as f64)
     }
@@ -276,17 +271,20 @@ impl UsageModel {
     /// The apps that followed `fg`, each with its chance of being the next
     /// app opened ([`Self::p_next`]); none without `fg` or its successors.
     pub fn next_shares(&self, fg: Option<&str>) -> Vec<(&str, f64)> {
-        let Some(f) = fg.and_then(|f| self.apps.get(f)) else {
+        let Some((succ, total)) = self.successors_of(fg) else {
             return Vec::new();
         };
-        let total: u64 = f.successors.iter().map(|s| u64::from(s.count)).sum();
-        if total == 0 {
-            return Vec::new();
-        }
-        f.successors
-            .iter()
+        succ.iter()
             .map(|s| (s.app.as_str(), f64::from(s.count) / total as f64))
             .collect()
+    }
+
+    /// `fg`'s successors and their count in all (None without `fg`, or
+    /// with no successor counted).
+    fn successors_of(&self, fg: Option<&str>) -> Option<(&[Successor], u64)> {
+        let f = self.apps.get(fg?)?;
+        let total: u64 = f.successors.iter().map(|s| u64::from(s.count)).sum();
+        (total > 0).then_some((f.successors.as_slice(), total))
     }
 
     /// Mean time between consecutive opens of `app`, ms, if it was opened

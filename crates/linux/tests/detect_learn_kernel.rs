@@ -222,6 +222,14 @@ impl Bed {
         (ms, p)
     }
 
+    /// Waits until the daemon has seen the app exit (no process, no launch on).
+    fn wait_for_exit(d: &Daemon) {
+        wait_for("the app's exit", 10, || {
+            let a = Bed::app_status(d);
+            a["pids"].as_array().is_some_and(Vec::is_empty) && a["launching"] == false
+        });
+    }
+
     fn app_status(d: &Daemon) -> serde_json::Value {
         let s = d.status();
         s["apps"]
@@ -337,10 +345,7 @@ fn detected_launch_is_recorded_and_the_next_one_preloaded() {
 
     // The app exits; the daemon sees it.
     drop(p1);
-    wait_for("the app's exit", 10, || {
-        let a = Bed::app_status(&d);
-        a["pids"].as_array().is_some_and(Vec::is_empty) && a["launching"] == false
-    });
+    Bed::wait_for_exit(&d);
 
     // Launch 2: cold again, preloaded from the learned profile.
     let (ms2, p2) = bed.launch(2);
@@ -406,10 +411,7 @@ fn warm_launches_teach_the_profile_what_the_app_reads() {
             Bed::app_status(&d)["profile_launches"].as_u64() >= Some(n)
         });
         drop(p);
-        wait_for("the app's exit", 10, || {
-            let a = Bed::app_status(&d);
-            a["pids"].as_array().is_some_and(Vec::is_empty) && a["launching"] == false
-        });
+        Bed::wait_for_exit(&d);
     }
     let prof = bed.profile();
     let app = bed.scratch.0.join("app");
@@ -457,10 +459,7 @@ fn a_settled_profile_is_recorded_one_launch_in_relearn_every() {
             }
         });
         drop(p);
-        wait_for("the app's exit", 10, || {
-            let a = Bed::app_status(&d);
-            a["pids"].as_array().is_some_and(Vec::is_empty) && a["launching"] == false
-        });
+        Bed::wait_for_exit(&d);
         eprintln!("after launch {n}: {:?}", (launches, unrecorded));
     }
     let st = d.status();

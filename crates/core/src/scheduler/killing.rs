@@ -72,7 +72,7 @@ impl Scheduler {
             && k.relaunch_min_p_next < 1.0
             && self.usage.last_app.is_some()
             && k.swap_at_bound(s.swap_total_bytes, s.swap_free_bytes)
-            && s.anon_bytes as f64 > k.trigger_anon_share * (s.anon_bytes + s.file_bytes) as f64
+            && k.anon_bound(s.anon_bytes, s.file_bytes)
     }
 
     /// Whether the relaunch headroom wants the footprints read at `s`: it
