@@ -153,6 +153,10 @@ pub fn run_bench(o: &BenchOptions) -> Result<BenchOutcome> {
     let domain = Domain::build(o.roots.clone(), o.device.clone(), image_bytes)?;
     let (result, mut domain) = run_in_domain(o, domain, layouts, &progress);
     progress.done();
+    let kept = o
+        .keep_logs
+        .as_deref()
+        .map(|to| keep_logs(&o.roots.run_dir.join("logs"), to));
     let teardown = domain.teardown();
     drop(domain);
     let leftovers = domain::find_leftovers(&o.roots);
@@ -169,6 +173,9 @@ pub fn run_bench(o: &BenchOptions) -> Result<BenchOutcome> {
         .collect();
     let run = result?;
     teardown?;
+    if let Some(kept) = kept {
+        kept?;
+    }
     Ok(BenchOutcome {
         reports: run.reports,
         measurements: run.measurements,
@@ -177,6 +184,19 @@ pub fn run_bench(o: &BenchOptions) -> Result<BenchOutcome> {
         changed_sysctls,
         skipped: run.skipped,
     })
+}
+
+/// Copies the run's log files out of the domain (which teardown removes).
+fn keep_logs(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    for e in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let e = e?;
+        if e.file_type()?.is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name()))
+                .with_context(|| format!("copying {}", e.path().display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Prepares and measures; always gives the domain back for teardown.

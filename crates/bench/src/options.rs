@@ -104,6 +104,11 @@ pub struct BenchArgs {
     /// The appflow binary to run apps and the daemon with (default: this one).
     #[arg(long)]
     pub binary: Option<PathBuf>,
+    /// Keep the run's logs here (each daemon session's log with its kill and
+    /// reclaim lines, each app's log, the calibration logs); they are copied
+    /// out before the testbed is torn down. The directory must be new or empty.
+    #[arg(long)]
+    pub logs: Option<PathBuf>,
 }
 
 impl Default for BenchArgs {
@@ -147,6 +152,8 @@ pub struct BenchOptions {
     pub binary: PathBuf,
     /// Plot dir.
     pub plot_dir: Option<PathBuf>,
+    /// Where the run's logs are kept (`--logs`).
+    pub keep_logs: Option<PathBuf>,
     /// Where things go.
     pub roots: Roots,
     /// Progress on stderr.
@@ -308,6 +315,18 @@ pub fn options(a: &BenchArgs) -> Result<BenchOptions> {
         settle: Duration::from_millis(a.settle_ms),
         binary,
         plot_dir: a.plot_dir.clone(),
+        keep_logs: match &a.logs {
+            Some(d) if d.read_dir().is_ok_and(|mut e| e.next().is_some()) => {
+                return Err(input(format!(
+                    "--logs {}: the directory is not empty (give a new or empty one)",
+                    d.display()
+                )))
+            }
+            Some(d) if d.exists() && !d.is_dir() => {
+                return Err(input(format!("--logs {}: not a directory", d.display())))
+            }
+            d => d.clone(),
+        },
         roots: Roots::default(),
         progress: std::io::stderr().is_terminal(),
     })
@@ -399,6 +418,26 @@ mod tests {
         let e = options(&a).unwrap_err();
         assert!(e.to_string().contains("bad.toml"), "{e}");
         assert!(is_input(e));
+        // --logs: never into a directory with files in it, nor onto a file;
+        // a new or empty directory is taken.
+        for logs in [d.path().to_path_buf(), d.path().join("bad.toml")] {
+            let e = options(&BenchArgs {
+                logs: Some(logs),
+                ..BenchArgs::default()
+            })
+            .unwrap_err();
+            assert!(e.to_string().contains("--logs"), "{e}");
+            assert!(is_input(e));
+        }
+        let empty = tempfile::tempdir().unwrap();
+        for logs in [d.path().join("new"), empty.path().to_path_buf()] {
+            let o = options(&BenchArgs {
+                logs: Some(logs.clone()),
+                ..BenchArgs::default()
+            })
+            .unwrap();
+            assert_eq!(o.keep_logs, Some(logs));
+        }
     }
 
     #[test]
