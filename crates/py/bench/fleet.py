@@ -6,7 +6,9 @@
 Prints JSON: wall times (Ray, serial), speed-up, simulated user-days per
 second per core, the tables' hashes (must be equal), and per device and
 policy the median and worst user of kills and GB-scale cold relaunches.
-Environment: USERS, DAYS (defaults 1000, 30), SERIAL=0 skips the serial run.
+Environment: USERS, DAYS (defaults 1000, 30), POLICIES (comma-separated;
+default the four above), SERIAL=0 skips the serial run, TABLE=FILE.csv
+writes the per-user table.
 """
 import json
 import os
@@ -22,7 +24,7 @@ import appflow_sim as af
 USERS = int(os.environ.get("USERS", "1000"))
 DAYS = int(os.environ.get("DAYS", "30"))
 DEVICES = ["pixel8-8gb", "pixel7-6gb"]
-POLICIES = ["android", "paralfetch", "acclaim+paralfetch", "appflow"]
+POLICIES = os.environ.get("POLICIES", "android,paralfetch,acclaim+paralfetch,appflow").split(",")
 
 
 def per_policy(t: pa.Table) -> dict:

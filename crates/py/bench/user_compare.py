@@ -1,19 +1,21 @@
-"""Two policies compared user by user, from a sweep's per-user table.
+"""Policies compared with a baseline user by user, from a sweep's per-user table.
 
     target/py-venv/bin/python crates/py/bench/user_compare.py TABLE.csv[.gz] \
-        [--policies android,appflow] [--svg OUT.svg]
+        [--policies android,appflow[,...]] [--svg OUT.svg]
 
-Prints JSON: per device and metric, how many users the second policy
-(appflow) leaves worse than the first (android), better, or within the
-tolerance, the median user's ratio (over the users where the first has
-any) and the worst user's difference. The tolerances are issue 38's:
+Prints JSON: for each policy after the first (the baseline, android), per
+device and metric, how many users it leaves worse than the baseline,
+better, or within the tolerance, the median user's ratio (over the users
+where the baseline has any) and the worst user's difference. The
+tolerances are issue 38's:
 
 * kills, cold relaunches: worse when above the baseline + max(2, 5 %);
 * GB-scale cold relaunches: worse when above the baseline + 1;
 * launches under 1 s: worse when below the baseline - 0.5 points.
 
 With --svg (needs matplotlib) it also draws the per-user CDF of each
-metric (rows) on each device (columns), one curve per policy; then run
+metric (rows) on each device (columns), one curve for each of the first
+two policies; then run
 `scripts/svg-round OUT.svg 1` (0.1 pt). Each curve is drawn at every 2nd percentile
 of users plus both ends: the docs' budget holds eight such panels, and
 a user's step smaller than 2 % of the users cannot be seen at this size.
@@ -131,18 +133,18 @@ def main(argv):
     p.add_argument("--svg")
     a = p.parse_args(argv)
     policies = [x for x in a.policies.split(",") if x]
-    if len(policies) != 2:
-        fail(f"--policies {a.policies!r}: give two, the baseline first")
+    if len(policies) < 2 or len(set(policies)) != len(policies):
+        fail(f"--policies {a.policies!r}: give two or more, each once, the baseline first")
     rows = load(a.table)
     have = {r["policy"] for r in rows}
     for pol in policies:
         if pol not in have:
             fail(f"--policies: {pol!r} is not in the table (it has {', '.join(sorted(have))})")
     rows = [r for r in rows if r["policy"] in policies]
-    out = compare(rows, *policies)
+    out = {pol: compare(rows, policies[0], pol) for pol in policies[1:]}
     if a.svg:
-        draw(rows, policies, a.svg)
-    json.dump({"baseline": policies[0], "policy": policies[1], "devices": out}, sys.stdout, indent=1)
+        draw([r for r in rows if r["policy"] in policies[:2]], policies[:2], a.svg)
+    json.dump({"baseline": policies[0], "policies": out}, sys.stdout, indent=1)
     print()
 
 

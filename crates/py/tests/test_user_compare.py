@@ -50,6 +50,8 @@ def test_bad_input_exits_2_with_one_message(tmp_path, capsys):
         uc.main([str(bad)])
     assert e.value.code == 2
     assert "no column policy" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as e:
-        uc.main([str(bad), "--policies", "android"])
-    assert e.value.code == 2
+    for policies in ["android", "android,android"]:
+        with pytest.raises(SystemExit) as e:
+            uc.main([str(bad), "--policies", policies])
+        assert e.value.code == 2
+        assert "--policies" in capsys.readouterr().err
