@@ -59,6 +59,10 @@ pub enum Reason {
     /// did not bring back are marked cold (`MADV_COLD`): the kernel's
     /// reclaim takes them before the window's hot set.
     ReclaimColdMarked = 115,
+    /// Rebalancing stopped: its last page-out did not raise M_aval (the
+    /// memory went to another use at once, so paging out more only moves
+    /// background apps to swap); waits as after a timeout.
+    ReclaimRebalanceFutile = 116,
 
     // --- killer (2xx) ---
     /// The kill trigger fired (`killer::should_kill`). Until the expected-cost
@@ -149,6 +153,7 @@ impl Reason {
             ReclaimStepNoKnob => "reclaim_step_no_knob",
             ReclaimAheadOfBurst => "reclaim_ahead_of_burst",
             ReclaimColdMarked => "reclaim_cold_marked",
+            ReclaimRebalanceFutile => "reclaim_rebalance_futile",
             KillHighestNetFreed => "kill_highest_net_freed",
             KillRecentLastResort => "kill_recent_last_resort",
             KillNotNeeded => "kill_not_needed",
@@ -196,6 +201,7 @@ mod tests {
         assert_eq!(Reason::KillAvoidedByPageOut.code(), 209);
         assert_eq!(Reason::ExcludedForeground.code(), 210);
         assert_eq!(Reason::KillNoReuseExpected.code(), 213);
+        assert_eq!(Reason::ReclaimRebalanceFutile.code(), 116);
         assert_eq!(
             Reason::KillHighestNetFreed.to_string(),
             "kill_highest_net_freed(200)"

@@ -19,6 +19,15 @@
 //!   against an M_F of 3.2 GiB, so rebalancing freed nothing ahead of the
 //!   next launch, and the launch then paid for the page-out itself.
 //!
+//! A rebalancing also ends, and waits as after a timeout, once a tick's
+//! page-out is followed by no rise of M_aval: the memory it freed went to
+//! another use at once (background apps growing, page cache), and paging
+//! out more only moves background apps to swap. On the testbed's multitask
+//! run (a 1 GiB memory cgroup that stays below M_F) rebalancing had filled
+//! the swap (512 of 512 MiB with the reclaimer alone, 283 with the stock
+//! kernel), and the killer then killed an app in every repetition where the
+//! kernel killed none (docs/results-log-bench.md).
+//!
 //! Hysteresis: a burst is *entered* on the paper's condition but only *left*
 //! after `calm_ticks` consecutive ticks below a lower bar (n_alloc below
 //! `exit_alloc_ratio`·N_alloc or memory above M_F·(1 + `exit_margin`)), so
@@ -285,6 +294,9 @@ pub struct ReclaimController {
     /// Ticks in a row above N_alloc with M_aval below M_F.
     #[serde(default)]
     over: u32,
+    /// Bytes the last tick's rebalancing paged out, and M_aval before it.
+    #[serde(default)]
+    paged_out: Option<(u64, u64)>,
 }
 
 /// The daemon's `burst_ticks`: a burst with nothing launching lasts three
@@ -314,7 +326,14 @@ impl ReclaimController {
             timed_out_ms: None,
             timeouts: 0,
             over: 0,
+            paged_out: None,
         }
+    }
+
+    /// Records what this tick's rebalancing paged out, bytes, and M_aval
+    /// before it; the next step checks that M_aval rose.
+    pub fn paged_out(&mut self, bytes: u64, avail_before: u64) {
+        self.paged_out = (bytes > 0).then_some((bytes, avail_before));
     }
 
     /// Current mode.
@@ -335,6 +354,11 @@ impl ReclaimController {
             && ((s.alloc_pages as f64) < cfg.exit_alloc_ratio * cfg.alloc_threshold_pages as f64
                 || s.avail_bytes as f64 > m_f as f64 * (1.0 + cfg.exit_margin));
         let prev = self.mode;
+        // The last tick's page-out and whether M_aval rose after it.
+        let futile = self
+            .paged_out
+            .take()
+            .is_some_and(|(_, before)| s.avail_bytes <= before);
         let (mode, reason, anon) = match self.mode {
             ReclaimMode::Normal if burst => (
                 ReclaimMode::EfficiencyFirst,
@@ -382,10 +406,15 @@ impl ReclaimController {
                 } else if s.avail_bytes >= m_f {
                     self.timeouts = 0;
                     (ReclaimMode::Normal, Reason::ReclaimHeadroomRestored, 0)
-                } else if s.now_ms.saturating_sub(self.since_ms) >= cfg.rebalance_max_ms {
+                } else if futile || s.now_ms.saturating_sub(self.since_ms) >= cfg.rebalance_max_ms {
                     self.timed_out_ms = Some(s.now_ms);
                     self.timeouts = self.timeouts.saturating_add(1);
-                    (ReclaimMode::Normal, Reason::ReclaimRebalanceTimeout, 0)
+                    let why = if futile {
+                        Reason::ReclaimRebalanceFutile
+                    } else {
+                        Reason::ReclaimRebalanceTimeout
+                    };
+                    (ReclaimMode::Normal, why, 0)
                 } else if s.launching {
                     // Paged out once the launch is over.
                     (ReclaimMode::Rebalancing, Reason::ReclaimRebalancing, 0)
@@ -499,6 +528,48 @@ mod tests {
         c.mode = ReclaimMode::Rebalancing;
         c.step(&cfg, &s);
         assert_eq!(c.timeouts, 0);
+    }
+
+    #[test]
+    fn a_rebalancing_whose_page_out_frees_nothing_stops_and_waits() {
+        let cfg = ReclaimConfig::default();
+        let rebalancing = |c: &mut ReclaimController| {
+            for t in 0..cfg.calm_ticks as u64 {
+                c.step(&cfg, &sample(t * 100, 0, 300));
+            }
+            assert_eq!(c.mode(), ReclaimMode::Rebalancing);
+        };
+        // M_aval rises after each page-out: rebalancing goes on.
+        let mut c = ReclaimController::new();
+        rebalancing(&mut c);
+        for (i, avail) in [310u64, 320, 330].into_iter().enumerate() {
+            c.paged_out(10 * MIB, (avail - 10) * MIB);
+            let d = c.step(&cfg, &sample(1_000 + i as u64 * 100, 0, avail));
+            assert_eq!(d.mode, ReclaimMode::Rebalancing);
+            assert!(d.anon_reclaim_bytes > 0);
+        }
+        // It does not: the memory went elsewhere; stop, and wait as after
+        // a timeout before the next rebalancing.
+        c.paged_out(10 * MIB, 330 * MIB);
+        let d = c.step(&cfg, &sample(1_300, 0, 330));
+        assert_eq!(
+            (d.mode, d.reason),
+            (ReclaimMode::Normal, Reason::ReclaimRebalanceFutile)
+        );
+        for t in 14..(14 + cfg.rebalance_max_ms / 100) {
+            assert_eq!(
+                c.step(&cfg, &sample(t * 100, 0, 330)).mode,
+                ReclaimMode::Normal
+            );
+        }
+        // A tick that paged nothing out is not judged.
+        let mut c = ReclaimController::new();
+        rebalancing(&mut c);
+        c.paged_out(0, 300 * MIB);
+        assert_eq!(
+            c.step(&cfg, &sample(1_000, 0, 300)).mode,
+            ReclaimMode::Rebalancing
+        );
     }
 
     #[test]

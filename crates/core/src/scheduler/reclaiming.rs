@@ -435,7 +435,8 @@ impl Scheduler {
         }
         if d.anon_reclaim_bytes > 0 && !self.page_out_unsupported {
             let step = self.page_out_step(s.total_bytes, reclaim);
-            self.page_out(d.anon_reclaim_bytes.min(step), s.now_ms, procs, reclaim);
+            let out = self.page_out(d.anon_reclaim_bytes.min(step), s.now_ms, procs, reclaim);
+            self.controller.paged_out(out, s.avail_bytes);
         }
         d.mode
     }
@@ -466,16 +467,19 @@ impl Scheduler {
         }
     }
 
+    /// Pages out up to `budget` bytes of the background apps' anonymous
+    /// memory; returns the bytes paged out.
     pub(super) fn page_out(
         &mut self,
         budget: u64,
         now_ms: u64,
         procs: &[ProcInfo],
         reclaim: &mut dyn ReclaimMechanism,
-    ) {
+    ) -> u64 {
         let mut left = budget;
+        let mut done = 0;
         if !reclaim.page_out_possible(left) {
-            return;
+            return 0;
         }
         for pid in self.background_app_pids_memo(procs) {
             if left == 0 || !reclaim.page_out_possible(left) {
@@ -484,6 +488,7 @@ impl Scheduler {
             match reclaim.page_out_anon(pid, left) {
                 Ok(n) => {
                     self.stats.reclaimed_anon_bytes += n;
+                    done += n;
                     left = left.saturating_sub(n.max(1));
                 }
                 Err(MechError::Vanished(_)) => {}
@@ -503,6 +508,7 @@ impl Scheduler {
                 }
             }
         }
+        done
     }
 
     /// Drops profiled files of background apps that are neither held in the

@@ -213,14 +213,12 @@ impl Scheduler {
         }
         let mut left = proactive::page_out_budget(s.avail_bytes);
         for _ in 0..proactive::units(left) {
-            let before = self.stats.reclaimed_anon_bytes;
-            self.page_out(
+            let got = self.page_out(
                 left.min(proactive::UNMAP_UNIT_BYTES),
                 s.now_ms,
                 procs,
                 reclaim,
             );
-            let got = self.stats.reclaimed_anon_bytes - before;
             if got == 0 || self.page_out_unsupported {
                 break;
             }
