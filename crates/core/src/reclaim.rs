@@ -294,9 +294,9 @@ pub struct ReclaimController {
     /// Ticks in a row above N_alloc with M_aval below M_F.
     #[serde(default)]
     over: u32,
-    /// Bytes the last tick's rebalancing paged out, and M_aval before it.
+    /// M_aval before the last tick's page-out, when it paged any out.
     #[serde(default)]
-    paged_out: Option<(u64, u64)>,
+    paged_out_from: Option<u64>,
 }
 
 /// The daemon's `burst_ticks`: a burst with nothing launching lasts three
@@ -326,14 +326,14 @@ impl ReclaimController {
             timed_out_ms: None,
             timeouts: 0,
             over: 0,
-            paged_out: None,
+            paged_out_from: None,
         }
     }
 
     /// Records what this tick's rebalancing paged out, bytes, and M_aval
     /// before it; the next step checks that M_aval rose.
     pub fn paged_out(&mut self, bytes: u64, avail_before: u64) {
-        self.paged_out = (bytes > 0).then_some((bytes, avail_before));
+        self.paged_out_from = (bytes > 0).then_some(avail_before);
     }
 
     /// Current mode.
@@ -354,11 +354,11 @@ impl ReclaimController {
             && ((s.alloc_pages as f64) < cfg.exit_alloc_ratio * cfg.alloc_threshold_pages as f64
                 || s.avail_bytes as f64 > m_f as f64 * (1.0 + cfg.exit_margin));
         let prev = self.mode;
-        // The last tick's page-out and whether M_aval rose after it.
+        // The last tick paged out, and M_aval did not rise after it.
         let futile = self
-            .paged_out
+            .paged_out_from
             .take()
-            .is_some_and(|(_, before)| s.avail_bytes <= before);
+            .is_some_and(|before| s.avail_bytes <= before);
         let (mode, reason, anon) = match self.mode {
             ReclaimMode::Normal if burst => (
                 ReclaimMode::EfficiencyFirst,
