@@ -35,6 +35,13 @@ class SvgRound(unittest.TestCase):
                '  <path d="M 0 1 \nL 0 2 \nz\n"/>\n </g>\n</svg>')
         self.assertEqual(sr.compact(svg), '<svg>\n<path d="M0 1V2z"/>\n</svg>')
 
+    def test_a_rotation_by_zero_goes_a_real_one_stays(self):
+        svg = ('<text x="150.6" y="150" transform="rotate(-0 150.599993 150.017344)">a</text>'
+               '<text x="1" y="2" transform="rotate(-90 1 2)">b</text>')
+        out = sr.compact(svg)
+        self.assertIn('<text x="150.6" y="150">a</text>', out)
+        self.assertIn('transform="rotate(-90 1 2)"', out)
+
     def test_groups_with_only_an_id_go_their_children_stay(self):
         svg = ('<g id="figure_1">\n<g transform="translate(1 2)">\n<g>\n<text>a</text>\n</g>\n</g>\n'
                '<g id="x" style="fill: red">\n<path d="M0 0"/>\n</g>\n</g>')
