@@ -330,6 +330,26 @@ pub fn freed_bytes(c: &Candidate) -> u64 {
     c.anon_bytes.unwrap_or(c.current_bytes)
 }
 
+/// What a kill of `c` gives back to the domain's available memory, bytes:
+/// its resident anonymous memory, and its swapped memory at what the
+/// domain spends holding it (`swapped_ram_share`, see
+/// [`crate::scheduler::DomainSample::swapped_ram_share`]: zram's
+/// compressed pool on a whole device, nothing when the pool lies outside
+/// the domain). [`freed_bytes`] when the resident part or the share is
+/// unknown. On the testbed (a memory cgroup, whose zram pool is charged to
+/// no cgroup) an app mostly in swap was counted at its whole anonymous
+/// memory, covered a launch's need on paper, gave back a tenth of it, and
+/// the next launch killed again (docs/killer.md, "The heavier multitask").
+pub fn returned_bytes(c: &Candidate, swapped_ram_share: Option<f64>) -> u64 {
+    match (c.resident_anon_bytes, swapped_ram_share) {
+        (Some(resident), Some(share)) => {
+            let swapped = freed_bytes(c).saturating_sub(resident);
+            resident.saturating_add((swapped as f64 * share.clamp(0.0, 1.0)) as u64)
+        }
+        _ => freed_bytes(c),
+    }
+}
+
 /// What a kill of `c` is worth: the memory-time it frees per millisecond
 /// of expected relaunch, freed × E[min(T, H)] / (P(reuse within H) ×
 /// relaunch cost). An app with no history, no reuse expected or a free
@@ -1082,5 +1102,22 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_kill_gives_back_its_swapped_memory_at_what_swap_holds_of_it() {
+        let mut c = cand(1, 400, 100, 0);
+        c.anon_bytes = Some(300 * MIB);
+        c.resident_anon_bytes = Some(100 * MIB);
+        // Swap outside the domain: the resident part only.
+        assert_eq!(returned_bytes(&c, Some(0.0)), 100 * MIB);
+        // zram at 4:1 on a whole device: a quarter of the swapped part.
+        assert_eq!(returned_bytes(&c, Some(0.25)), 150 * MIB);
+        // A share above 1 is read as 1; unknown counts the whole.
+        assert_eq!(returned_bytes(&c, Some(7.0)), 300 * MIB);
+        assert_eq!(returned_bytes(&c, None), 300 * MIB);
+        // The resident part unknown: the whole anonymous memory.
+        c.resident_anon_bytes = None;
+        assert_eq!(returned_bytes(&c, Some(0.0)), 300 * MIB);
     }
 }

@@ -395,6 +395,20 @@ fn memcg_v2_documented_format() {
     assert_eq!(s.pgsteal, 40_111);
     assert_eq!(s.pgmajfault, 1_043);
     assert_eq!(s.swap_bytes, 8_388_608);
+    // No zswap: the cgroup's swapped bytes take none of its memory (zram's
+    // pool is charged to no cgroup).
+    assert_eq!(s.zswap_bytes, 0);
+    assert_eq!(s.swapped_ram_share(), 0.0);
+    let text = std::fs::read_to_string(fx("memcg_v2/memory.stat"))
+        .unwrap()
+        .replace("zswap 0", "zswap 2097152");
+    let z = parse_memcg_stat_v2(&text).unwrap();
+    assert_eq!(z.zswap_bytes, 2_097_152);
+    let z = MemCgStat {
+        swap_bytes: s.swap_bytes,
+        ..z
+    };
+    assert_eq!(z.swapped_ram_share(), 0.25);
     assert_eq!(s.mapped_file_bytes, 41_943_040);
     assert_eq!(s.inactive_file_bytes, 188_743_680);
     assert_eq!(
@@ -532,9 +546,15 @@ fn swap_capacity_counts_a_zram_pools_cap() {
     // (402,653,184 - 14,467) B of compressed data at 28672/14467 = 1.98:1,
     // more than the slots.
     assert_eq!(c.free_bytes, (524_284 - 24) * 1024);
-    // Without sysfs (unreadable mm_stat) the slots count.
+    // 24 KiB swapped, held in 14,467 bytes of compressed data.
+    assert_eq!(c.used_bytes, 24 * 1024);
+    assert_eq!(c.zram_data_bytes, Some(14_467));
+    assert_eq!(c.swapped_ram_share(), Some(14_467.0 / 24_576.0));
+    // Without sysfs (unreadable mm_stat) the slots count, and what the
+    // swapped bytes hold of memory is unknown.
     let c = read_swap_capacity(&fx("swap_zram/proc"), &fx("nosuch")).unwrap();
     assert_eq!(c.free_bytes, (524_284 - 24) * 1024);
+    assert_eq!(c.swapped_ram_share(), None);
 }
 
 /// A pool at its cap leaves almost no room however many slots are free

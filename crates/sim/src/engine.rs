@@ -680,6 +680,7 @@ impl<'a> Sim<'a> {
             refault_pages: self.counters.refault_file_pages + self.counters.refault_anon_pages,
             steal_pages: self.counters.evicted_file_pages + self.counters.evicted_anon_pages,
             steal_kswapd_pages: self.counters.kswapd_steal_pages,
+            swapped_ram_share: Some(self.swapped_ram_share()),
         }
     }
 

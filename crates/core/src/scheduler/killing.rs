@@ -382,7 +382,7 @@ impl Scheduler {
             _ => {
                 self.predict(&mut cands, s.now_ms);
                 let mut ranked = killer::rank(&self.cfg.killer, now_k, &cands);
-                self.cover_the_launch(s, &mut ranked);
+                self.cover_the_launch(s, &cands, &mut ranked);
                 let d = killer::decide(&ranked);
                 let e = killer::explain(&cands, &ranked, d.reason);
                 (d, e)
@@ -523,6 +523,7 @@ impl Scheduler {
     /// that covers what the launches still need (their profiles' M_sum
     /// and files less what they allocated so far) on top of what is
     /// missing now: the smallest app that covers it, else the largest
+    /// (each counted at what its kill gives back, [`killer::returned_bytes`])
     /// (§6.4.2: fewer LMK events "by prioritizing the termination of
     /// memory-intensive apps"). Ordered by ΔM instead, the recent apps went
     /// in series of small kills: on `high` (Pixel 8 6 GB, seeds 1-5) 21-23
@@ -537,7 +538,12 @@ impl Scheduler {
     /// out before the launch ended: one OOM kill of a simulated user (the
     /// 48-user fleet, u0006-work on the Pixel 7 6 GB: two kills in a
     /// second of a Roblox launch, then the OOM killer's), none with it.
-    fn cover_the_launch(&self, s: &DomainSample, ranked: &mut [killer::Ranked]) {
+    fn cover_the_launch(
+        &self,
+        s: &DomainSample,
+        cands: &[killer::Candidate],
+        ranked: &mut [killer::Ranked],
+    ) {
         if !self.any_launching() {
             return;
         }
@@ -554,22 +560,19 @@ impl Scheduler {
                 .values()
                 .any(|a| a.launching_since.is_some_and(|t| k >= t))
         });
+        // What each kill gives back to M_aval, its swapped memory at what
+        // the domain spends holding it.
+        let returned =
+            |r: &killer::Ranked| killer::returned_bytes(&cands[r.index], s.swapped_ram_share);
         // Stable: each group keeps the rank order.
         ranked.sort_by_key(|r| {
+            let back = returned(r);
             if r.recent {
-                let covers = r.freed_bytes >= need;
-                let size = if covers {
-                    r.freed_bytes
-                } else {
-                    u64::MAX - r.freed_bytes
-                };
+                let covers = back >= need;
+                let size = if covers { back } else { u64::MAX - back };
                 (true, !covers, size)
             } else {
-                (
-                    false,
-                    r.freed_bytes < if series { need } else { missing },
-                    0,
-                )
+                (false, back < if series { need } else { missing }, 0)
             }
         });
     }
@@ -923,7 +926,7 @@ mod tests {
         // 6 GiB, 100 MiB available): the smallest app that covers both
         // goes, else the largest, not the one with the largest ΔM (the
         // AppFlow paper §4.3 Fig. 12a).
-        let victim = |need_mib: u64| {
+        let victim = |need_mib: u64, share: Option<f64>| {
             let mut s = sched_of("appflow", &["big", "mid", "small", "game"]);
             let mut p = crate::profile::synthetic("game", 0, 0, 100 * MIB);
             p.anon_launch_bytes = need_mib * MIB;
@@ -941,12 +944,24 @@ mod tests {
                 proc_of(11, "mid", 1100),
                 proc_of(12, "small", 300),
             ];
-            s.kill_step(&low(now), &procs, &mut r)
+            let sample = DomainSample {
+                swapped_ram_share: share,
+                ..low(now)
+            };
+            s.kill_step(&sample, &procs, &mut r)
         };
-        assert_eq!(victim(800).as_deref(), Some("mid"));
-        assert_eq!(victim(50).as_deref(), Some("small"));
-        assert_eq!(victim(1000).as_deref(), Some("big"));
-        assert_eq!(victim(2000).as_deref(), Some("big"));
+        assert_eq!(victim(800, None).as_deref(), Some("mid"));
+        assert_eq!(victim(50, None).as_deref(), Some("small"));
+        assert_eq!(victim(1000, None).as_deref(), Some("big"));
+        assert_eq!(victim(2000, None).as_deref(), Some("big"));
+        // A third of each app is in swap. Where swap takes none of the
+        // domain's memory (a memory cgroup; zram's pool is charged to no
+        // cgroup), `mid` gives back 733 MiB, short of 800 + 207; `big`
+        // (1,000 MiB back) is the largest, and it goes.
+        assert_eq!(victim(800, Some(0.0)).as_deref(), Some("big"));
+        assert_eq!(victim(400, Some(0.0)).as_deref(), Some("mid"));
+        // Swap that costs its whole size gives back what the app holds.
+        assert_eq!(victim(800, Some(1.0)).as_deref(), Some("mid"));
     }
 
     #[test]

@@ -85,6 +85,14 @@ pub struct DomainSample {
     /// (and a memory cgroup's reclaim at its limit).
     #[serde(default)]
     pub steal_kswapd_pages: u64,
+    /// The domain's memory per byte in swap, in [0, 1]: what a swapped
+    /// byte gives back to M_aval when its app is killed. zram's compressed
+    /// data over the bytes swapped when the domain holds zram's pool (a
+    /// whole device); 0 when it does not (zram's pool is charged to no
+    /// memory cgroup) and for swap on a disk. None: unknown, a swapped byte
+    /// counts whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swapped_ram_share: Option<f64>,
 }
 
 impl DomainSample {

@@ -99,11 +99,11 @@ pub fn sample_domain(
     // (`/proc` → `/sys`; a fixture tree's `proc` → `sys`).
     let m = readers::read_meminfo(proc_root)?;
     let sys_root = sys_root_of(proc_root);
-    let (swap_total_bytes, swap_free_bytes) =
-        match readers::read_swap_capacity(proc_root, &sys_root) {
-            Ok(c) => (c.total_bytes, c.free_bytes),
-            Err(_) => (m.swap_total_kb * 1024, m.swap_free_kb * 1024),
-        };
+    let swap = readers::read_swap_capacity(proc_root, &sys_root).ok();
+    let (swap_total_bytes, swap_free_bytes) = match swap {
+        Some(c) => (c.total_bytes, c.free_bytes),
+        None => (m.swap_total_kb * 1024, m.swap_free_kb * 1024),
+    };
     match domain {
         Domain::System => {
             let v = readers::read_vmstat(proc_root)?;
@@ -121,6 +121,8 @@ pub fn sample_domain(
                 refault_pages: v.refaults(),
                 steal_pages: v.steals(),
                 steal_kswapd_pages: v.steals_kswapd(),
+                // The machine holds zram's pool.
+                swapped_ram_share: swap.and_then(|c| c.swapped_ram_share()),
             })
         }
         Domain::Cgroup(cg) => {
@@ -159,6 +161,8 @@ pub fn sample_domain(
                 refault_pages: st.workingset_refault,
                 steal_pages,
                 steal_kswapd_pages: v.as_ref().map_or(0, |v| v.steals_kswapd()),
+                // zram's pool is charged to no cgroup; zswap's is (v2).
+                swapped_ram_share: Some(st.swapped_ram_share()),
             })
         }
     }
@@ -1789,6 +1793,32 @@ mod tests {
             checks.iter().any(|c| !c.ok && c.what.contains("M_F")),
             "{checks:?}"
         );
+    }
+
+    /// A whole machine holds zram's pool: a swapped byte gives back its
+    /// compressed size (this kernel's `meminfo`, `vmstat`, `swaps` and
+    /// `mm_stat`); a memory cgroup (v1, no zswap) holds none of it.
+    #[test]
+    fn the_sample_says_what_swapped_memory_holds_of_the_domain() {
+        let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let tree = tempfile::tempdir().unwrap();
+        let proc_root = tree.path().join("proc");
+        std::fs::create_dir_all(tree.path().join("sys/block/zram1")).unwrap();
+        std::fs::create_dir_all(proc_root.join("pressure")).unwrap();
+        for f in ["meminfo", "vmstat", "pressure/memory"] {
+            std::fs::copy(fx.join("vm6/proc").join(f), proc_root.join(f)).unwrap();
+        }
+        std::fs::copy(fx.join("swap_zram/proc/swaps"), proc_root.join("swaps")).unwrap();
+        std::fs::copy(
+            fx.join("swap_zram/sys/block/zram1/mm_stat"),
+            tree.path().join("sys/block/zram1/mm_stat"),
+        )
+        .unwrap();
+        let s = sample_domain(&Domain::System, &proc_root, 5).unwrap();
+        assert_eq!(s.swapped_ram_share, Some(14_467.0 / 24_576.0));
+        let cg = Domain::Cgroup(MemCgroup::open(&fx.join("memcg_v1")).unwrap());
+        let s = sample_domain(&cg, &proc_root, 5).unwrap();
+        assert_eq!(s.swapped_ram_share, Some(0.0));
     }
 
     #[test]

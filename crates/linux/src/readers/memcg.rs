@@ -85,9 +85,22 @@ pub struct MemCgStat {
     /// Swapped-out anonymous memory, bytes (v1 `total_swap` when swap
     /// accounting is on, else 0; v2 `memory.swap.current`, filled by [`MemCgroup::stat`]).
     pub swap_bytes: u64,
+    /// zswap's compressed pool charged to the cgroup, bytes (v2 `zswap`;
+    /// 0 on v1 and without zswap). zram's pool is charged to no cgroup.
+    #[serde(default)]
+    pub zswap_bytes: u64,
 }
 
 impl MemCgStat {
+    /// The cgroup's memory per byte it has in swap (its zswap pool over
+    /// its swapped bytes; 0 with nothing swapped).
+    pub fn swapped_ram_share(&self) -> f64 {
+        if self.swap_bytes == 0 {
+            return 0.0;
+        }
+        (self.zswap_bytes as f64 / self.swap_bytes as f64).min(1.0)
+    }
+
     /// Page cache that reclaim can free soon: inactive file pages that are
     /// not mapped (`inactive_file − mapped_file`, clamped at 0; see the
     /// module doc).
@@ -182,6 +195,7 @@ pub fn parse_memcg_stat_v1(text: &str) -> Result<MemCgStat, ReadError> {
         pgscan: 0,
         pgsteal: 0,
         swap_bytes: get("swap").unwrap_or(0),
+        zswap_bytes: 0,
     })
 }
 
@@ -207,6 +221,7 @@ pub fn parse_memcg_stat_v2(text: &str) -> Result<MemCgStat, ReadError> {
         pgscan: m.get("pgscan").copied().unwrap_or(0),
         pgsteal: m.get("pgsteal").copied().unwrap_or(0),
         swap_bytes: 0,
+        zswap_bytes: m.get("zswap").copied().unwrap_or(0),
     })
 }
 

@@ -119,13 +119,45 @@ impl ZramMmStat {
 }
 
 /// Swap capacity of the system, bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SwapCapacity {
     /// Size of every area.
     pub total_bytes: u64,
     /// What can still be swapped out: free slots, and for a zram area with
     /// a capped pool no more than the pool's room.
     pub free_bytes: u64,
+    /// Swapped out now, every area.
+    pub used_bytes: u64,
+    /// Of which held in memory: zram's compressed data (`compr_data_size`);
+    /// None when a zram area's `mm_stat` could not be read.
+    pub zram_data_bytes: Option<u64>,
+}
+
+impl Default for SwapCapacity {
+    fn default() -> Self {
+        SwapCapacity {
+            total_bytes: 0,
+            free_bytes: 0,
+            used_bytes: 0,
+            zram_data_bytes: Some(0),
+        }
+    }
+}
+
+impl SwapCapacity {
+    /// Memory per byte swapped (zram's compressed data over all swapped
+    /// bytes; 0 with nothing swapped): what a swapped byte gives back to a
+    /// whole machine's memory when its process exits. Freed zram slots
+    /// can leave zsmalloc's pages allocated for a while (see
+    /// [`ZramMmStat::room_bytes`]), so this is the most it gives back.
+    /// None when a zram area's pool could not be read.
+    pub fn swapped_ram_share(&self) -> Option<f64> {
+        let data = self.zram_data_bytes?;
+        if self.used_bytes == 0 {
+            return Some(0.0);
+        }
+        Some((data as f64 / self.used_bytes as f64).min(1.0))
+    }
 }
 
 /// The zram index of a swap area's path (`/dev/zramN`).
@@ -147,14 +179,19 @@ pub fn swap_capacity(
     for a in swaps {
         let size = a.size_kb.saturating_mul(1024);
         let mut free = a.size_kb.saturating_sub(a.used_kb).saturating_mul(1024);
-        if let Some(room) = zram_index(&a.path)
-            .and_then(&mut mm_stat)
-            .and_then(|s| s.room_bytes())
-        {
-            free = free.min(room);
+        if let Some(n) = zram_index(&a.path) {
+            let st = mm_stat(n);
+            if let Some(room) = st.and_then(|s| s.room_bytes()) {
+                free = free.min(room);
+            }
+            c.zram_data_bytes = match (c.zram_data_bytes, st) {
+                (Some(d), Some(s)) => Some(d.saturating_add(s.compr_data_bytes)),
+                _ => None,
+            };
         }
         c.total_bytes = c.total_bytes.saturating_add(size);
         c.free_bytes = c.free_bytes.saturating_add(free);
+        c.used_bytes = c.used_bytes.saturating_add(a.used_kb.saturating_mul(1024));
     }
     c
 }
