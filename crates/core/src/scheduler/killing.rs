@@ -434,7 +434,7 @@ impl Scheduler {
             .as_ref()
             .map_or(String::new(), |e| format!("; {}", why_it_won(e)));
         let detail = format!(
-            "killed {} ({} of {} processes, pid {}): ΔM {} bytes, footprint {} bytes, frees {} bytes, relaunch {}, last used {}, reaped {reaped}{why}; \
+            "killed {} ({} of {} processes, pid {}): ΔM {} bytes, footprint {} bytes, frees {} bytes ({} back now), relaunch {}, last used {}, reaped {reaped}{why}; \
              trigger: available {} of {} bytes, anon {} / file {} bytes, swap free {} of {} bytes, PSI some avg10 {:.1} %, over the window {}, relaunch room {} bytes",
             c.app,
             killed,
@@ -443,6 +443,7 @@ impl Scheduler {
             d.net_freed_bytes,
             c.current_bytes,
             killer::freed_bytes(c),
+            killer::returned_bytes(c, s.swapped_ram_share),
             c.relaunch_bytes
                 .map_or("unknown".to_string(), |b| format!("{b} bytes")),
             recency.map_or("never".to_string(), |r| format!("{r} s ago")),
