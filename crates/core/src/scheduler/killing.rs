@@ -524,7 +524,6 @@ impl Scheduler {
     /// that covers what the launches still need (their profiles' M_sum
     /// and files less what they allocated so far) on top of what is
     /// missing now: the smallest app that covers it, else the largest
-    /// (each counted at what its kill gives back, [`killer::returned_bytes`])
     /// (§6.4.2: fewer LMK events "by prioritizing the termination of
     /// memory-intensive apps"). Ordered by ΔM instead, the recent apps went
     /// in series of small kills: on `high` (Pixel 8 6 GB, seeds 1-5) 21-23
@@ -539,6 +538,20 @@ impl Scheduler {
     /// out before the launch ended: one OOM kill of a simulated user (the
     /// 48-user fleet, u0006-work on the Pixel 7 6 GB: two kills in a
     /// second of a Roblox launch, then the OOM killer's), none with it.
+    ///
+    /// The apps past the window are counted at what they free, swapped
+    /// memory whole: freed swap gives anonymous reclaim its room back (a
+    /// kill comes with swap at its bound), and the cold apps in swap are
+    /// the ones whose relaunch costs least. Counted at what they give back
+    /// now, the GB-scale apps still resident covered first, and the
+    /// simulated 1,000-user fleet lost more of them (Pixel 7: users worse
+    /// on GB-scale cold relaunches 70 → 101, docs/results-log-bench.md).
+    /// The recent apps are the last resort: each kill is a relaunch the
+    /// user is about to make, so each covers with what it gives back now
+    /// ([`killer::returned_bytes`]). Counted whole, apps mostly in zram
+    /// covered on paper, gave a memory cgroup a few MB, and the next
+    /// launch killed again (the testbed's heavier multitask: 27 apps lost
+    /// in 3 repetitions, 19 after; the kernel's OOM killer 16).
     fn cover_the_launch(
         &self,
         s: &DomainSample,
@@ -561,19 +574,20 @@ impl Scheduler {
                 .values()
                 .any(|a| a.launching_since.is_some_and(|t| k >= t))
         });
-        // What each kill gives back to M_aval, its swapped memory at what
-        // the domain spends holding it.
-        let returned =
-            |r: &killer::Ranked| killer::returned_bytes(&cands[r.index], s.swapped_ram_share);
         // Stable: each group keeps the rank order.
         ranked.sort_by_key(|r| {
-            let back = returned(r);
             if r.recent {
+                // What its kill gives back to M_aval now.
+                let back = killer::returned_bytes(&cands[r.index], s.swapped_ram_share);
                 let covers = back >= need;
                 let size = if covers { back } else { u64::MAX - back };
                 (true, !covers, size)
             } else {
-                (false, back < if series { need } else { missing }, 0)
+                (
+                    false,
+                    r.freed_bytes < if series { need } else { missing },
+                    0,
+                )
             }
         });
     }
@@ -897,6 +911,10 @@ mod tests {
         ev(&mut s, &mut r, EventKind::Launch, "chat", now - 1000);
         let mut low10 = low(now);
         low10.avail_bytes = 10 * MIB;
+        // Counted at what it frees, its swapped third whole, even where
+        // swap gives the domain nothing back (apps past the recency
+        // window: see cover_the_launch).
+        low10.swapped_ram_share = Some(0.0);
         assert_eq!(s.kill_step(&low10, &procs, &mut r).as_deref(), Some("rare"));
         // With nothing available the launch is short of 307 MiB: a kill of
         // rare would not cover it, so the big app goes, though dearer.
