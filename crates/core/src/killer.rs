@@ -338,8 +338,8 @@ pub fn freed_bytes(c: &Candidate) -> u64 {
 /// the domain). [`freed_bytes`] when the resident part or the share is
 /// unknown. On the testbed (a memory cgroup, whose zram pool is charged to
 /// no cgroup) an app mostly in swap was counted at its whole anonymous
-/// memory, covered a launch's need on paper, gave back a tenth of it, and
-/// the next launch killed again (docs/killer.md, "The heavier multitask").
+/// memory, covered a launch's need on paper, gave back its few resident
+/// MB, and the next launch killed again (docs/results-log-bench.md).
 pub fn returned_bytes(c: &Candidate, swapped_ram_share: Option<f64>) -> u64 {
     match (c.resident_anon_bytes, swapped_ram_share) {
         (Some(resident), Some(share)) => {
