@@ -551,7 +551,8 @@ impl Scheduler {
     /// ([`killer::returned_bytes`]). Counted whole, apps mostly in zram
     /// covered on paper, gave a memory cgroup a few MB, and the next
     /// launch killed again (the testbed's heavier multitask: 27 apps lost
-    /// in 3 repetitions, 19 after; the kernel's OOM killer 16).
+    /// in 3 repetitions, 19 and 20 after in two runs; the kernel's OOM
+    /// killer 16).
     fn cover_the_launch(
         &self,
         s: &DomainSample,
