@@ -330,6 +330,18 @@ pub fn freed_bytes(c: &Candidate) -> u64 {
     c.anon_bytes.unwrap_or(c.current_bytes)
 }
 
+/// Memory held per unit swapped, in [0, 1]: `held` (what the domain
+/// spends holding its swapped pages: zram's compressed data, a cgroup's
+/// zswap pool) over `swapped` (in the same unit); 0 with nothing swapped.
+/// The daemon's readers and the simulator give
+/// [`crate::scheduler::DomainSample::swapped_ram_share`] through it.
+pub fn swapped_ram_share(held: u64, swapped: u64) -> f64 {
+    if swapped == 0 {
+        return 0.0;
+    }
+    (held as f64 / swapped as f64).min(1.0)
+}
+
 /// What a kill of `c` gives back to the domain's available memory, bytes:
 /// its resident anonymous memory, and its swapped memory at what the
 /// domain spends holding it (`swapped_ram_share`, see
@@ -1119,5 +1131,9 @@ mod tests {
         // The resident part unknown: the whole anonymous memory.
         c.resident_anon_bytes = None;
         assert_eq!(returned_bytes(&c, Some(0.0)), 300 * MIB);
+        // The share: held over swapped, at most 1, 0 with nothing swapped.
+        assert_eq!(swapped_ram_share(1, 4), 0.25);
+        assert_eq!(swapped_ram_share(9, 4), 1.0);
+        assert_eq!(swapped_ram_share(5, 0), 0.0);
     }
 }

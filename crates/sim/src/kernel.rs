@@ -121,11 +121,7 @@ impl Sim<'_> {
     /// DRAM per page in swap (zram's pool over the pages in zram and on
     /// flash): what a killed app's swapped pages give back.
     pub(crate) fn swapped_ram_share(&self) -> f64 {
-        let swapped = self.zram_stored + self.swap_used;
-        if swapped == 0 {
-            return 0.0;
-        }
-        (self.zram_pool() as f64 / swapped as f64).min(1.0)
+        killer::swapped_ram_share(self.zram_pool(), self.zram_stored + self.swap_used)
     }
 
     /// zram's compressed pool where it takes DRAM (0 when the device's pool

@@ -95,10 +95,7 @@ impl MemCgStat {
     /// The cgroup's memory per byte it has in swap (its zswap pool over
     /// its swapped bytes; 0 with nothing swapped).
     pub fn swapped_ram_share(&self) -> f64 {
-        if self.swap_bytes == 0 {
-            return 0.0;
-        }
-        (self.zswap_bytes as f64 / self.swap_bytes as f64).min(1.0)
+        appflow_core::killer::swapped_ram_share(self.zswap_bytes, self.swap_bytes)
     }
 
     /// Page cache that reclaim can free soon: inactive file pages that are

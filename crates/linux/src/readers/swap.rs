@@ -153,10 +153,10 @@ impl SwapCapacity {
     /// None when a zram area's pool could not be read.
     pub fn swapped_ram_share(&self) -> Option<f64> {
         let data = self.zram_data_bytes?;
-        if self.used_bytes == 0 {
-            return Some(0.0);
-        }
-        Some((data as f64 / self.used_bytes as f64).min(1.0))
+        Some(appflow_core::killer::swapped_ram_share(
+            data,
+            self.used_bytes,
+        ))
     }
 }
 
